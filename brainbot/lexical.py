@@ -1,0 +1,114 @@
+"""The BM25 side: the analyzer, postings rows, and query-time CSR assembly.
+
+The analyzer lowercases, splits on unicode word characters (CJK ideographs and kana
+become one token each, since they are not space-separated), drops English stop words
+and applies the Porter stemmer: the same pipeline as Lucene's EnglishAnalyzer, which is
+what Pyserini's BM25 baselines use. Whether stemming and stop words help is settled by
+``brainbot eval`` (see README, "Retrieval quality").
+
+Scoring itself is the C kernel's (``kernel.bm25_topk``); this module only turns text
+into terms and the postings table into the CSR arrays the kernel reads.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from .stemmer import stem
+
+# Lucene's BM25 defaults are k1=1.2, b=0.75; Pyserini's BEIR baselines (the anchor we
+# compare with, 0.3218 on NFCorpus) use k1=0.9, b=0.4.
+BM25_K1 = 0.9
+BM25_B = 0.4
+# Tokens longer than this are hashes, base64 or URLs glued together: never useful terms.
+MAX_TERM_CHARS = 40
+ANALYZER_VERSION = "en-porter-stop-v1"
+
+# Lucene's EnglishAnalyzer stop set (ENGLISH_STOP_WORDS_SET), 33 words.
+STOP_WORDS = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the "
+    "their then there these they this to was will with".split()
+)
+
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_TOKEN = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+")
+
+
+@lru_cache(maxsize=1 << 18)
+def _normalise(token: str) -> str:
+    return stem(token) if token.isascii() else token
+
+
+def analyze(text: str) -> list[str]:
+    """Text to index terms, in order (repeats kept)."""
+    out = []
+    for token in _TOKEN.findall(text.lower()):
+        if len(token) > MAX_TERM_CHARS or token in STOP_WORDS:
+            continue
+        out.append(_normalise(token))
+    return out
+
+
+def term_frequencies(text: str) -> tuple[Counter, int]:
+    """Term -> count for one chunk, and the chunk's length in terms."""
+    terms = analyze(text)
+    return Counter(terms), len(terms)
+
+
+def idf(n_docs: int, df: np.ndarray) -> np.ndarray:
+    """Lucene's BM25 idf, log(1 + (N - df + 0.5) / (df + 0.5)): never negative."""
+    df = df.astype(np.float64)
+    return np.log1p((n_docs - df + 0.5) / (df + 0.5)).astype(np.float32)
+
+
+@dataclass
+class QueryPostings:
+    """The CSR slice of the index that one query needs, in kernel positions."""
+
+    indptr: np.ndarray  # int64 [t + 1]
+    doc_ids: np.ndarray  # int32 [nnz], positions into the chunk arrays
+    tfs: np.ndarray  # float32 [nnz]
+    idf: np.ndarray  # float32 [t]
+    terms: list[str]
+
+    @property
+    def empty(self) -> bool:
+        return len(self.terms) == 0
+
+
+def query_terms(text: str) -> Counter:
+    """Analyzed query terms with their repeat counts (used as BM25 term weights)."""
+    return Counter(analyze(text))
+
+
+def assemble(postings: list[tuple[str, np.ndarray, np.ndarray]], n_docs: int) -> QueryPostings:
+    """(term, positions int32 sorted, tfs) triples into one CSR slice with idf."""
+    indptr = np.zeros(len(postings) + 1, dtype=np.int64)
+    for i, (_, ids, _) in enumerate(postings):
+        indptr[i + 1] = indptr[i] + len(ids)
+    if postings:
+        doc_ids = np.concatenate([p[1] for p in postings]).astype(np.int32, copy=False)
+        tfs = np.concatenate([p[2] for p in postings]).astype(np.float32, copy=False)
+    else:
+        doc_ids, tfs = np.zeros(0, np.int32), np.zeros(0, np.float32)
+    df = np.diff(indptr)
+    return QueryPostings(indptr, doc_ids, tfs, idf(n_docs, df), [p[0] for p in postings])
+
+
+def average_length(lengths: np.ndarray) -> float:
+    return float(lengths.mean()) if len(lengths) else 1.0
+
+
+def describe() -> str:
+    return ANALYZER_VERSION
+
+
+def bm25_upper(idf_value: float, k1: float = BM25_K1) -> float:
+    """The largest score one term can add (tf -> inf), for explanations."""
+    return idf_value * (k1 + 1.0) if math.isfinite(idf_value) else 0.0

@@ -1,0 +1,184 @@
+"""Finding and reading markdown notes: ignore rules, encodings, hashing.
+
+Discovery walks each indexed root for ``.md`` and ``.markdown`` files, skipping hidden
+folders (``.git``, ``.obsidian``), whatever ``.brainbotignore`` (gitignore syntax) at the
+root excludes, symlinks that lead outside the root and symlink loops. Reading decodes
+UTF-8 (a BOM is dropped; invalid bytes become U+FFFD with a warning), normalises CRLF and
+lone CR to ``\\n`` (as Python's universal newlines do, so ``open(path).read()`` gives the
+same text the chunk offsets index), and refuses binary files.
+
+Nothing here parses markdown or touches the database.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+EXTENSIONS = (".md", ".markdown")
+IGNORE_FILE = ".brainbotignore"
+# Notes past this size are reported and skipped: 50 MB is far beyond any real note and
+# keeps one pathological file from holding the index hostage (measured: a 20 MB note
+# chunks in seconds).
+MAX_FILE_BYTES = 50 * 1024 * 1024
+# A NUL byte in the first 8 KiB marks a binary file, as git and ripgrep decide.
+BINARY_SNIFF_BYTES = 8192
+
+
+@dataclass(frozen=True)
+class NoteFile:
+    """A markdown file found under a root."""
+
+    root: Path
+    relpath: str  # POSIX, relative to root
+    size: int
+    mtime_ns: int
+
+    @property
+    def path(self) -> Path:
+        return self.root / self.relpath
+
+
+@dataclass
+class Problem:
+    """A file that was reported and skipped (or read with a warning)."""
+
+    path: str
+    reason: str
+    skipped: bool = True
+
+
+@dataclass
+class Discovery:
+    files: list[NoteFile] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+
+def _ignore_spec(root: Path):
+    ignore = root / IGNORE_FILE
+    if not ignore.is_file():
+        return None
+    import pathspec
+
+    lines = ignore.read_text(encoding="utf-8", errors="replace").splitlines()
+    return pathspec.PathSpec.from_lines("gitwildmatch", lines)
+
+
+def _inside(path: Path, root_real: Path) -> bool:
+    try:
+        path.resolve().relative_to(root_real)
+        return True
+    except (ValueError, OSError, RuntimeError):
+        return False
+
+
+def discover(root: Path, *, follow_outside: bool = False) -> Discovery:
+    """Every note under ``root`` (a folder or a single file), sorted by relative path."""
+    found = Discovery()
+    root = root.absolute()
+    if root.is_file():
+        st = root.stat()
+        found.files.append(NoteFile(root.parent, root.name, st.st_size, st.st_mtime_ns))
+        return found
+    root_real = root.resolve()
+    spec = _ignore_spec(root)
+    seen_dirs: set[tuple[int, int]] = set()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True, onerror=None):
+        here = Path(dirpath)
+        try:
+            st = here.stat()
+        except OSError as exc:
+            found.problems.append(Problem(str(here), f"unreadable folder: {exc.strerror}"))
+            dirnames[:] = []
+            continue
+        key = (st.st_dev, st.st_ino)
+        if key in seen_dirs:  # a symlink loop or a second way into the same folder
+            dirnames[:] = []
+            continue
+        seen_dirs.add(key)
+        rel_dir = here.relative_to(root)
+        kept = []
+        for name in sorted(dirnames):
+            sub = here / name
+            rel = (rel_dir / name).as_posix()
+            if name.startswith("."):
+                continue
+            if spec is not None and spec.match_file(rel + "/"):
+                continue
+            if sub.is_symlink() and not follow_outside and not _inside(sub, root_real):
+                found.problems.append(Problem(rel, "symlink leads outside the indexed folder"))
+                continue
+            kept.append(name)
+        dirnames[:] = kept
+        for name in filenames:
+            if not name.lower().endswith(EXTENSIONS) or name.startswith("."):
+                continue
+            rel = (rel_dir / name).as_posix()
+            if spec is not None and spec.match_file(rel):
+                continue
+            _add_file(found, root, root_real, here / name, rel, follow_outside)
+    found.files.sort(key=lambda f: f.relpath)
+    return found
+
+
+def _add_file(found: Discovery, root: Path, root_real: Path, path: Path, rel: str,
+              follow_outside: bool) -> None:
+    if path.is_symlink() and not follow_outside and not _inside(path, root_real):
+        found.problems.append(Problem(rel, "symlink leads outside the indexed folder"))
+        return
+    try:
+        st = path.stat()
+    except OSError as exc:
+        found.problems.append(Problem(rel, f"cannot stat: {exc.strerror or exc}"))
+        return
+    if not path.is_file():
+        return
+    found.files.append(NoteFile(root, rel, st.st_size, st.st_mtime_ns))
+
+
+@dataclass(frozen=True)
+class NoteText:
+    text: str
+    sha256: str
+    warnings: tuple[str, ...] = ()
+
+
+class UnreadableNote(Exception):
+    """A note that cannot be indexed (binary, too large, unreadable); reported, skipped."""
+
+
+def decode(data: bytes) -> tuple[str, list[str]]:
+    """Bytes to text: UTF-8 (BOM dropped, bad bytes replaced), newlines normalised."""
+    warnings = []
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        text = data.decode("utf-8-sig", errors="replace")
+        warnings.append(f"invalid UTF-8 at byte {exc.start}; bad bytes replaced with U+FFFD")
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text, warnings
+
+
+def read_note(path: Path, *, max_bytes: int = MAX_FILE_BYTES) -> NoteText:
+    """Read, hash and decode one note, or raise UnreadableNote with the reason."""
+    try:
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise UnreadableNote(f"too large ({size / 1e6:.1f} MB > {max_bytes / 1e6:.0f} MB limit)")
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise UnreadableNote(f"cannot read: {exc.strerror or exc}") from None
+    if b"\x00" in data[:BINARY_SNIFF_BYTES]:
+        raise UnreadableNote("binary file (NUL bytes), not markdown")
+    text, warnings = decode(data)
+    return NoteText(text, hashlib.sha256(data).hexdigest(), tuple(warnings))
+
+
+def iter_roots(paths: list[str]) -> Iterator[Path]:
+    for raw in paths:
+        yield Path(raw)

@@ -1,0 +1,295 @@
+/*
+ * kernel.h -- the C search core of brainbot: the whole public API.
+ *
+ * Pure C99/C11, no Python.h. Every function returns an int status (BB_OK == 0, or a
+ * negative BB_ERR_* code) and writes its results into arrays the caller allocated.
+ * Nothing allocated here is ever handed to the caller; scratch memory is malloc'd and
+ * freed inside each call. There is no global mutable state apart from a one-time,
+ * thread-safe CPU-feature detection, so every function may be called concurrently.
+ *
+ * Conventions shared by all kernels
+ *   - Matrices are row-major and C-contiguous: matrix[i * d + j].
+ *   - Ids are row / document numbers, int64 on output.
+ *   - Results are ordered best first. Equal scores: the lower id wins, always.
+ *     NaN scores are never returned.
+ *   - When fewer than k items are eligible, output ids are padded with -1 and scores
+ *     with -INFINITY (fusion also pads ranks with 0 and leg scores with NaN).
+ *   - mask: optional uint8[n] allow-list; nonzero = may be returned; NULL = all rows.
+ *   - simd: BB_SIMD_AUTO picks the best path the CPU supports (AVX2+FMA on x86-64,
+ *     NEON on arm64); BB_SIMD_SCALAR forces the portable C path (tests compare them).
+ *   - n_threads: 0 = automatic (one thread for small inputs, else up to the number of
+ *     online CPUs, at most BB_AUTO_MAX_THREADS); > 0 = exactly that many (at most
+ *     BB_MAX_THREADS, and never more than there are rows).
+ *
+ * The text between BB_CDEF_BEGIN and BB_CDEF_END is read by csrc/build_kernel.py as
+ * the cffi cdef, so it must stay plain declarations (no macros, no inline code).
+ */
+#ifndef BRAINBOT_KERNEL_H
+#define BRAINBOT_KERNEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* BB_CDEF_BEGIN */
+
+/* Status codes. */
+enum {
+    BB_OK = 0,
+    BB_ERR_NULL = -1,    /* a required pointer is NULL */
+    BB_ERR_K = -2,       /* k <= 0 */
+    BB_ERR_SHAPE = -3,   /* a size is negative or zero where it must not be, or sizes disagree */
+    BB_ERR_NAN = -4,     /* NaN or infinity in a query, weight, idf or parameter */
+    BB_ERR_ARG = -5,     /* any other invalid argument (method, simd, k1, b, pool, ...) */
+    BB_ERR_RANGE = -6,   /* an id (term id, doc id) or offset out of range */
+    BB_ERR_NOMEM = -7,   /* scratch allocation failed */
+    BB_ERR_THREAD = -8   /* a worker thread could not be started */
+};
+
+/* SIMD selection, per call. */
+enum {
+    BB_SIMD_AUTO = 0,
+    BB_SIMD_SCALAR = 1
+};
+
+/* Fusion methods. */
+enum {
+    BB_FUSE_RRF = 0,      /* reciprocal rank fusion */
+    BB_FUSE_WEIGHTED = 1  /* weighted sum of min-max normalised scores */
+};
+
+/* Thread limits. */
+enum {
+    BB_MAX_THREADS = 64,
+    BB_AUTO_MAX_THREADS = 8
+};
+
+/* A static, human-readable message for a status code ("ok", "k must be > 0", ...). */
+const char *bb_strerror(int status);
+
+/* The name of the code path `simd` resolves to on this CPU:
+ * "avx2-fma", "neon" or "scalar". */
+const char *bb_backend(int simd);
+
+/* Number of online CPUs, as detected once. */
+int bb_cpu_count(void);
+
+/* The thread count `n_threads` (0 = auto) resolves to for a scan that reads `bytes`
+ * bytes over `rows` rows. Exposed so tests and benchmarks can see the decision. */
+int bb_resolve_threads(int n_threads, int64_t rows, int64_t bytes);
+
+/*
+ * Exact cosine top-k: scores = queries @ matrix.T (the vectors are assumed
+ * L2-normalised, so the dot product is the cosine).
+ *
+ *   matrix      float32 [n, d]   may be NULL when n == 0
+ *   queries     float32 [q, d]   must be finite (BB_ERR_NAN otherwise)
+ *   mask        uint8   [n]      or NULL
+ *   out_ids     int64   [q, k]   row ids, best first, -1 padded
+ *   out_scores  float32 [q, k]   dot products, -INFINITY padded
+ *
+ * n >= 0, d >= 1, q >= 1, k >= 1. q == 1 is a streaming scan (memory-bandwidth
+ * bound); q > 1 is a blocked matrix product. Both compute each (row, query) dot in the
+ * same order, so a query gets identical scores alone or in a batch.
+ */
+int bb_cosine_topk(const float *matrix, int64_t n, int64_t d,
+                   const float *queries, int64_t q, int64_t k,
+                   const uint8_t *mask, int n_threads, int simd,
+                   int64_t *out_ids, float *out_scores);
+
+/*
+ * Symmetric per-row int8 quantisation, for the compact copy that
+ * bb_cosine_topk_int8 scans:
+ *   scale[i] = max_j |x[i,j]| / 127;  code[i,j] = clamp(rint(x[i,j] * (127 / max_j |x[i,j]|)), -127, 127)
+ * in float32 arithmetic, round-half-to-even (a zero row gets scale 0 and codes 0).
+ * brainbot/reference.py computes the identical bytes with numpy.
+ *
+ *   matrix      float32 [n, d]   finite values
+ *   out_codes   int8    [n, d]
+ *   out_scales  float32 [n]
+ */
+int bb_quantize_int8(const float *matrix, int64_t n, int64_t d,
+                     int8_t *out_codes, float *out_scales);
+
+/* The candidate pool bb_cosine_topk_int8 uses when pool == 0: max(4 * k, 64). */
+int64_t bb_default_pool(int64_t k);
+
+/*
+ * Cosine top-k over the int8 copy, then exact rescoring:
+ *   1. the query is quantised like a row (symmetric int8, its own scale);
+ *   2. every allowed row gets approx[i] = (float)(sum_j code[i,j] * qcode[j]) * scale[i]
+ *      (the integer sum is exact; ties -> lower id);
+ *   3. the best `pool` rows by approx are rescored exactly in float32 from `matrix`
+ *      with the same dot product as bb_cosine_topk, and the best k of them returned.
+ * So out_scores are exact dots, identical to bb_cosine_topk's for the same ids, and the
+ * ids equal the exact top-k whenever the true top-k falls inside the pool.
+ *
+ *   codes       int8    [n, d]   from bb_quantize_int8
+ *   scales      float32 [n]
+ *   matrix      float32 [n, d]   the full-precision rows (only `pool` rows are read per query)
+ *   queries     float32 [q, d]
+ *   pool        0 = bb_default_pool(k); a pool < k is raised to k
+ *   mask        uint8   [n] or NULL
+ *   out_ids     int64   [q, k];  out_scores float32 [q, k]
+ */
+int bb_cosine_topk_int8(const int8_t *codes, const float *scales, const float *matrix,
+                        int64_t n, int64_t d,
+                        const float *queries, int64_t q, int64_t k, int64_t pool,
+                        const uint8_t *mask, int n_threads, int simd,
+                        int64_t *out_ids, float *out_scores);
+
+/*
+ * BM25 top-k over postings in CSR form (term-at-a-time into a dense accumulator).
+ *
+ *   indptr       int64   [n_terms + 1]  postings of term t are [indptr[t], indptr[t+1])
+ *   doc_ids      int32   [nnz]          doc ids, strictly increasing within a term
+ *   tfs          float32 [nnz]          term frequencies
+ *   doc_len      float32 [n_docs]       document lengths (in the analyzer's tokens)
+ *   idf          float32 [n_terms]      idf per term, computed by the caller
+ *   query_terms  int32   [m]            term ids (repeats allowed: they add up)
+ *   weights      float32 [m]            per query term weight, or NULL (all 1)
+ *   k1, b, avgdl the BM25 parameters: k1 >= 0, 0 <= b <= 1, avgdl > 0, all finite
+ *   mask         uint8   [n_docs] or NULL
+ *   out_ids      int64   [k];  out_scores float32 [k]
+ *
+ * score(doc) = sum over query terms t containing doc of
+ *     c_t * tf / (tf + (A + B * len))   with  c_t = (w_t * idf_t) * (k1 + 1),
+ *                                             A = k1 * (1 - b),  B = (k1 * b) / avgdl,
+ * evaluated in float32 in exactly that order, terms in query order; this is the classic
+ * w * idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avgdl)). Only documents that
+ * contain at least one query term are eligible. Ids are range-checked (BB_ERR_RANGE).
+ */
+int bb_bm25_topk(const int64_t *indptr, int64_t n_terms,
+                 const int32_t *doc_ids, const float *tfs, int64_t nnz,
+                 const float *doc_len, int64_t n_docs, const float *idf,
+                 const int32_t *query_terms, const float *weights, int64_t m,
+                 float k1, float b, float avgdl, int64_t k,
+                 const uint8_t *mask, int simd,
+                 int64_t *out_ids, float *out_scores);
+
+/*
+ * Fuse two ranked legs into a final top-k.
+ *
+ *   ids_a     int64   [na]  leg A in rank order, best first; ids < 0 are padding
+ *   scores_a  float32 [na]  leg A's raw scores
+ *   ids_b, scores_b         the same for leg B ([nb])
+ *   method    BB_FUSE_RRF:      fused = w_a / (rrf_k + rank_a) + w_b / (rrf_k + rank_b)
+ *             BB_FUSE_WEIGHTED: fused = w_a * norm_a + w_b * norm_b, where
+ *                               norm = (s - min) / (max - min) over the leg's own
+ *                               entries (1 when max == min); an absent leg adds 0
+ *   rrf_k     >= 0 and finite (RRF only); weight_a, weight_b finite
+ *   out_ids     int64   [k]   fused ids, best first (-1 padded)
+ *   out_scores  float32 [k]   fused scores (-INFINITY padded)
+ *   out_rank_a  int32   [k]   1-based rank in leg A, 0 if absent
+ *   out_score_a float32 [k]   raw score in leg A, NaN if absent
+ *   out_rank_b, out_score_b   the same for leg B
+ *
+ * Ranks count only the entries kept (padding skipped); an id repeated within a leg keeps
+ * its first (best) occurrence. All arithmetic is float32 (ranks converted exactly). For
+ * BB_FUSE_WEIGHTED, a non-finite score on a kept entry is BB_ERR_NAN.
+ */
+int bb_fuse(const int64_t *ids_a, const float *scores_a, int64_t na,
+            const int64_t *ids_b, const float *scores_b, int64_t nb,
+            int64_t k, int method, float rrf_k, float weight_a, float weight_b,
+            int64_t *out_ids, float *out_scores,
+            int32_t *out_rank_a, float *out_score_a,
+            int32_t *out_rank_b, float *out_score_b);
+
+/*
+ * Memory-bandwidth probe for benchmarks: reads x float32 [n] once, streaming, with
+ * n_threads threads (0 = auto) and writes the sum to *out_sum (as a checksum, so the
+ * read cannot be optimised away).
+ */
+int bb_stream_sum(const float *x, int64_t n, int n_threads, int simd, double *out_sum);
+
+/* BB_CDEF_END */
+
+#ifdef __cplusplus
+}
+#endif
+
+/* ------------------------------------------------------------------------------------
+ * Internal interface between the csrc/*.c files. Not part of the API (not in the cdef);
+ * visible only to translation units that define BB_KERNEL_INTERNAL.
+ * ------------------------------------------------------------------------------------ */
+#ifdef BB_KERNEL_INTERNAL
+
+/* A scored candidate. */
+typedef struct {
+    float score;
+    int64_t id;
+} bb_item;
+
+/*
+ * A bounded selection heap of the `cap` best items under the total order
+ * (score desc, id asc); the root is the worst item kept. NaN scores are refused.
+ * `thr` is the root's score once full (-INFINITY before), for a cheap pre-filter:
+ * a candidate with score < thr can never enter.
+ */
+typedef struct {
+    bb_item *items;  /* [cap] */
+    int64_t count;
+    int64_t cap;
+    float thr;
+} bb_heap;
+
+void bb_heap_init(bb_heap *h, bb_item *storage, int64_t cap);
+/* Offer (score, id); keeps the cap best items. */
+void bb_heap_offer(bb_heap *h, float score, int64_t id);
+/* Sort the heap's items best first into items[0..count) (destroys the heap order). */
+void bb_heap_sort(bb_heap *h);
+/* Write the sorted items to out_ids/out_scores [k], padding with -1 / -INFINITY. */
+void bb_heap_emit(const bb_heap *h, int64_t k, int64_t *out_ids, float *out_scores);
+
+/* Fast pre-filter used in the scan loops: may (score, id) enter the heap? Rows are
+ * scanned in increasing id order within one heap, so an equal score never displaces. */
+#define BB_HEAP_WANTS(h, s) ((s) > (h)->thr || ((h)->count < (h)->cap && (s) == (s)))
+
+/*
+ * The per-architecture kernels. Each table entry computes the same quantity; the
+ * scalar table is always present. "Same lane order" matters: every path computes a
+ * (row, query) dot in one fixed order, so scores do not depend on which rows were
+ * grouped together (a duplicated row always gets a bit-identical score).
+ */
+typedef struct {
+    const char *name;
+    /* out[r * rs + j * qs_] = dot(rows[r], qs[j]) for r < nr (<= 4), j < nq (<= 3);
+     * rows and qs point to float32 [d] vectors. */
+    void (*dot_f32)(const float *const *rows, int nr, const float *const *qs, int nq,
+                    int64_t d, float *out, int64_t rs, int64_t qs_);
+    /* out[r] = sum_j rows[r][j] * q[j] exactly in int32, for r < nr (<= 4). */
+    void (*dot_i8)(const int8_t *const *rows, int nr, const int8_t *q, int64_t d,
+                   int32_t *out);
+    /* contrib[p] = c * tf[p] / (tf[p] + (A + B * doc_len[ids[p]])) for p < cnt; returns
+     * BB_ERR_RANGE if some ids[p] is outside [0, n_docs). */
+    int (*bm25_contrib)(const int32_t *ids, const float *tf, int64_t cnt,
+                        const float *doc_len, int64_t n_docs, float c, float A, float B,
+                        float *contrib);
+    /* Sum of x[0..n) (bandwidth probe). */
+    double (*sum_f32)(const float *x, int64_t n);
+} bb_ops;
+
+extern const bb_ops bb_ops_scalar;
+#if defined(__x86_64__) || defined(_M_X64)
+extern const bb_ops bb_ops_avx2;
+#endif
+#if defined(__aarch64__)
+extern const bb_ops bb_ops_neon;
+#endif
+
+/* The table for `simd`, or NULL if simd is not a BB_SIMD_* value. */
+const bb_ops *bb_select_ops(int simd);
+
+/* Run fn(arg_i) for i < n_threads, arg_i = (char *)args + i * stride; the calling thread
+ * runs index 0. Returns BB_OK or BB_ERR_THREAD (then nothing was left running). */
+int bb_parallel(int n_threads, void (*fn)(void *), void *args, size_t stride);
+
+/* 1 if every value of x[0..n) is finite. */
+int bb_all_finite(const float *x, int64_t n);
+
+#endif /* BB_KERNEL_INTERNAL */
+
+#endif /* BRAINBOT_KERNEL_H */
