@@ -368,6 +368,7 @@ def numpy_forward(w: dict[str, np.ndarray], ids: np.ndarray, mask: np.ndarray) -
          + w["embeddings.token_type_embeddings.weight"][0])
     h = _np_layer_norm(h, w, "embeddings.LayerNorm")
     bias = ((1.0 - mask) * MASK_FILL)[:, None, None, :]  # [B, 1, 1, S]
+    real = mask.astype(bool)
     for i in range(LAYERS):
         p = f"encoder.layer.{i}"
         q, k, v = (lin(h, f"{p}.attention.self.{n}").reshape(b, s, HEADS, HEAD_DIM).transpose(0, 2, 1, 3)
@@ -377,7 +378,11 @@ def numpy_forward(w: dict[str, np.ndarray], ids: np.ndarray, mask: np.ndarray) -
         probs /= probs.sum(-1, keepdims=True)
         ctx = (probs @ v).transpose(0, 2, 1, 3).reshape(b, s, HIDDEN)
         h = _np_layer_norm(lin(ctx, f"{p}.attention.output.dense") + h, w, f"{p}.attention.output.LayerNorm")
-        ff = lin(gelu(lin(h, f"{p}.intermediate.dense")), f"{p}.output.dense")
+        # GELU only at real tokens (erf in Python is the slow part); padded positions
+        # are masked keys and excluded from pooling, so their values never matter.
+        act = np.zeros((b, s, INTERMEDIATE))
+        act[real] = gelu(lin(h[real], f"{p}.intermediate.dense"))
+        ff = lin(act, f"{p}.output.dense")
         h = _np_layer_norm(ff + h, w, f"{p}.output.LayerNorm")
     m = mask[:, :, None].astype(np.float64)
     mean = (h * m).sum(1) / np.maximum(m.sum(1), 1e-9)

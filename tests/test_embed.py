@@ -97,6 +97,19 @@ def test_padding_does_not_change_vectors(embedder, reference):
     np.testing.assert_allclose(together, alone, atol=2e-6)
 
 
+def test_vector_bytes_do_not_depend_on_the_batch(embedder, reference):
+    # A resumed index must store the bytes a clean one does, so a text's vector may not
+    # depend on what else was embedded with it, the batch size, or the order.
+    texts, _ = reference
+    texts = list(texts) + [f"note {i}: " + "lorem ipsum " * (i * 7) for i in range(20)]
+    base = Embedder(batch_size=8).embed(texts)
+    alone = np.stack([embedder.embed([t])[0] for t in texts])
+    order = np.random.default_rng(3).permutation(len(texts))
+    shuffled = np.empty_like(base)
+    shuffled[order] = Embedder(batch_size=5).embed([texts[i] for i in order])
+    assert np.array_equal(base, alone) and np.array_equal(base, shuffled)
+
+
 def test_reference_covers_long_texts(reference):
     # Guards the yardstick itself: it must hold texts past the 256-wordpiece limit.
     texts, _ = reference

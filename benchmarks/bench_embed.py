@@ -1,0 +1,294 @@
+"""Embedding throughput: brainbot's Embedder against the limit, and the int8 variant.
+
+What is measured, in one run on one machine:
+
+- **Embedder** — ``brainbot.Embedder().embed(chunks)``: tokenizing, sorting by length,
+  padding, onnxruntime, reordering. Session already created (one warm-up call).
+- **limit** — the same ONNX file and session options driven alone by onnxruntime over
+  inputs tokenized, sorted and padded beforehand, the same batch size: only
+  ``session.run`` is timed. Embedder / limit is the overhead brainbot adds.
+- **sentence-transformers** on torch, only when importable (brainbot never imports it).
+- **int8** — the dynamically quantized graph through the Embedder: speed, and its cosine
+  against fp32 and against sentence-transformers' reference vectors, one text at a time
+  and in batches (its vectors depend on the batch: activations are quantized per batch).
+- Export time (fp32, int8) into an empty cache, and session creation time.
+
+Data: ~200-word chunks of the Rust book (../shared/data/corpora/rust-book/src, paragraphs
+grouped until they reach 200 words). Many exceed 256 wordpieces and are truncated, as
+they would be by any MiniLM pipeline. Rounds alternate limit and Embedder; the best round
+of each is reported (the machine is shared), the median too. int8 runs in every round.
+
+Not measured: file reading, chunking, SQLite writes, query-time search.
+
+    .venv/bin/python benchmarks/bench_embed.py [--chunks 160] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from brainbot import export  # noqa: E402
+from brainbot.embed import Embedder, _pad, physical_cores  # noqa: E402
+from brainbot.model import MAX_TOKENS, MODEL_ID, load_tokenizer, verified_model_dir  # noqa: E402
+
+SHARED = ROOT.parent / "shared"
+CORPUS = SHARED / "data" / "corpora" / "rust-book" / "src"
+REFERENCE = SHARED / "reference" / "minilm_reference.jsonl"
+RESULTS = ROOT / "benchmarks" / "results" / "embed.json"
+CHUNK_WORDS = 200
+QUERIES = ["how do I borrow a mutable reference twice", "what is a trait object",
+           "ownership rules", "error handling with Result and the ? operator"]
+
+
+def load_chunks(n: int) -> list[str]:
+    """n chunks of 150-200 words, paragraphs kept whole, spread over the whole book."""
+    chunks: list[str] = []
+    for path in sorted(CORPUS.glob("*.md")):
+        current: list[str] = []
+        words = 0
+        for para in (p.strip() for p in path.read_text(encoding="utf-8").split("\n\n")):
+            size = len(para.split())
+            if current and words + size > CHUNK_WORDS:
+                if words >= CHUNK_WORDS * 3 // 4:
+                    chunks.append("\n\n".join(current))
+                current, words = [], 0
+            if 0 < size <= CHUNK_WORDS:
+                current.append(para)
+                words += size
+    if len(chunks) < n:
+        raise SystemExit(f"only {len(chunks)} chunks in {CORPUS}, asked for {n}")
+    step = len(chunks) / n
+    return [chunks[int(i * step)] for i in range(n)]
+
+
+def session_for(path: Path, threads: int):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def prebatched(chunks: list[str], batch_size: int):
+    """The limit's input: tokenized, sorted by length, padded; and the row order."""
+    ids = [e.ids for e in load_tokenizer().encode_batch(chunks)]
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+    batches = [(order[b:b + batch_size], _pad([ids[i] for i in order[b:b + batch_size]]))
+               for b in range(0, len(order), batch_size)]
+    return batches, ids
+
+
+def run_limit(session, batches, n: int) -> np.ndarray:
+    out = np.empty((n, 384), np.float32)
+    for rows, (ids, mask) in batches:
+        out[rows] = session.run(["sentence_embedding"], {"input_ids": ids, "attention_mask": mask})[0]
+    return out
+
+
+def timed(fn):
+    start = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - start, result
+
+
+def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a, b = a.astype(np.float64), b.astype(np.float64)
+    return (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+
+
+def measure_export() -> dict:
+    """Export fp32 and int8 into an empty cache folder; time them and a session."""
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["BRAINBOT_CACHE_DIR"] = tmp
+        try:
+            t_fp32, path = timed(lambda: export.onnx_path("fp32"))
+            t_int8, path8 = timed(lambda: export.onnx_path("int8"))
+            t_sess, _ = timed(lambda: session_for(path, physical_cores()))
+            t_sess8, _ = timed(lambda: session_for(path8, physical_cores()))
+            verified = json.loads(Path(str(path) + ".json").read_text())["verified"]
+            sizes = {"fp32": path.stat().st_size, "int8": path8.stat().st_size}
+        finally:
+            del os.environ["BRAINBOT_CACHE_DIR"]
+    return {"export_seconds": {"fp32": round(t_fp32, 2), "int8_after_fp32": round(t_int8, 2)},
+            "session_seconds": {"fp32": round(t_sess, 3), "int8": round(t_sess8, 3)},
+            "file_bytes": sizes, "fp32_max_abs_vs_numpy": verified["max_abs_vs_numpy"]}
+
+
+def measure_reference(embedders: dict) -> dict:
+    if not REFERENCE.is_file():
+        return {"skipped": f"{REFERENCE} absent"}
+    rows = [json.loads(line) for line in REFERENCE.read_text(encoding="utf-8").splitlines() if line]
+    texts, ref = [r["text"] for r in rows], np.array([r["embedding"] for r in rows])
+    out = {}
+    for name, emb in embedders.items():
+        alone = cosines(np.stack([emb.embed_query(t) for t in texts]), ref)
+        batched = cosines(emb.embed(texts), ref)
+        out[name] = {"texts": len(texts),
+                     "min_cosine_one_at_a_time": float(alone.min()),
+                     "mean_cosine_one_at_a_time": float(alone.mean()),
+                     "min_cosine_batched": float(batched.min()),
+                     "mean_cosine_batched": float(batched.mean())}
+    return out
+
+
+def sentence_transformers_column(chunks: list[str], batch_size: int) -> dict:
+    if importlib.util.find_spec("sentence_transformers") is None or importlib.util.find_spec("torch") is None:
+        return {"status": "not installed"}
+    t_import, _ = timed(lambda: __import__("sentence_transformers"))
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(verified_model_dir()), device="cpu")
+    model.max_seq_length = MAX_TOKENS
+    model.encode(chunks[:batch_size], batch_size=batch_size)
+    seconds, _ = timed(lambda: model.encode(chunks, batch_size=batch_size, normalize_embeddings=True))
+    return {"status": "measured", "import_seconds": round(t_import, 2),
+            "chunks_per_s": round(len(chunks) / seconds, 2)}
+
+
+def query_latency_ms(emb: Embedder) -> float:
+    times = [timed(lambda q=q: emb.embed_query(q))[0] for q in QUERIES * 5]
+    return round(statistics.median(times) * 1000, 2)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chunks", type=int, default=160)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--batch-size", type=int, default=8)
+    args = parser.parse_args()
+
+    chunks = load_chunks(args.chunks)
+    threads = physical_cores()
+    setup = measure_export()
+    fp32, int8 = Embedder(batch_size=args.batch_size), Embedder("int8", batch_size=args.batch_size)
+    limit = session_for(export.onnx_path("fp32"), threads)
+    batches, ids = prebatched(chunks, args.batch_size)
+    full = [e.ids for e in load_tokenizer(truncate=False).encode_batch(chunks)]
+    tokens = [min(len(i), MAX_TOKENS) for i in full]
+
+    # Verify before timing: the Embedder and the bare session must agree exactly.
+    ours, bare = fp32.embed(chunks[:16]), run_limit(limit, prebatched(chunks[:16], args.batch_size)[0], 16)
+    assert np.abs(ours - bare).max() < 1e-5, "Embedder and the bare session disagree"
+    int8.embed(chunks[:8])
+
+    # Short rounds, alternating which runs first: throughput on this shared VM swings
+    # by up to 2x from one pass to the next (measured), so the best of several paired
+    # rounds is compared, with the median of the per-round ratios beside it.
+    t_limit, t_ours, t_int8 = [], [], []
+    for r in range(args.rounds):
+        first_limit = r % 2 == 0
+        for which in ("limit", "ours") if first_limit else ("ours", "limit"):
+            if which == "limit":
+                seconds, limit_out = timed(lambda: run_limit(limit, batches, len(chunks)))
+                t_limit.append(seconds)
+            else:
+                seconds, ours = timed(lambda: fp32.embed(chunks))
+                t_ours.append(seconds)
+        seconds, ours8 = timed(lambda: int8.embed(chunks))
+        t_int8.append(seconds)
+    assert np.abs(ours - limit_out).max() < 1e-5
+
+    alone8 = np.stack([int8.embed_query(c) for c in chunks[:48]])
+    results = {
+        "benchmark": "embedding throughput, ~200-word chunks",
+        "model": MODEL_ID,
+        "machine": {"cpu": _cpu_name(), "physical_cores": threads, "python": platform.python_version(),
+                    "onnxruntime": __import__("onnxruntime").__version__, "numpy": np.__version__},
+        "data": {"corpus": "rust-book/src", "chunks": len(chunks), "words_per_chunk": [CHUNK_WORDS * 3 // 4, CHUNK_WORDS],
+                 "mean_tokens_before_truncation": round(float(np.mean([len(i) for i in full])), 1),
+                 "mean_tokens_after_truncation": round(float(np.mean(tokens)), 1),
+                 "truncated_at_256": int(sum(len(i) > MAX_TOKENS for i in full))},
+        "settings": {"batch_size": args.batch_size, "intra_op_threads": threads, "rounds": args.rounds,
+                     "graph_optimization": "ORT_ENABLE_ALL", "execution_mode": "sequential"},
+        "chunks_per_s": {
+            "limit": _rate(chunks, t_limit), "embedder_fp32": _rate(chunks, t_ours),
+            "embedder_int8": _rate(chunks, t_int8)},
+        "embedder_vs_limit": round(min(t_limit) / min(t_ours), 4),
+        "embedder_vs_limit_median_of_rounds": round(statistics.median(
+            lim / our for lim, our in zip(t_limit, t_ours, strict=True)), 4),
+        "int8_speedup_vs_fp32": round(min(t_ours) / min(t_int8), 3),
+        "query_latency_ms_p50": {"fp32": query_latency_ms(fp32), "int8": query_latency_ms(int8)},
+        "int8_vs_fp32_on_chunks": {
+            "min_cosine": round(float(cosines(ours8, ours).min()), 5),
+            "mean_cosine": round(float(cosines(ours8, ours).mean()), 5),
+            "batched_vs_alone_min_cosine": round(float(cosines(ours8[:48], alone8).min()), 6),
+            "batched_vs_alone_max_abs": float(np.abs(ours8[:48] - alone8).max())},
+        "reference": measure_reference({"fp32": fp32, "int8": int8}),
+        "sentence_transformers": sentence_transformers_column(chunks, args.batch_size),
+        **setup,
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    print(markdown(results))
+
+
+def _rate(chunks, times) -> dict:
+    return {"best": round(len(chunks) / min(times), 2), "median": round(len(chunks) / statistics.median(times), 2)}
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _cos(ref: dict, precision: str, key: str) -> str:
+    value = ref.get(precision, {}).get(key)
+    return "—" if value is None else f"{value:.7f}"
+
+
+def markdown(r: dict) -> str:
+    cps, ref = r["chunks_per_s"], r["reference"]
+    st = r["sentence_transformers"]
+    st_cell = f"{st['chunks_per_s']}" if st["status"] == "measured" else st["status"]
+    lines = [
+        f"Embedding {r['data']['chunks']} chunks of 150-200 words ({r['data']['mean_tokens_after_truncation']} "
+        f"wordpieces on average after truncation, {r['data']['truncated_at_256']} truncated), batch {r['settings']['batch_size']}, {r['settings']['intra_op_threads']} "
+        f"threads, {r['machine']['cpu']}",
+        "",
+        "| engine | chunks/s (best) | chunks/s (median) | vs limit | min cosine vs reference |",
+        "|---|---|---|---|---|",
+        f"| limit: onnxruntime alone, pre-batched | {cps['limit']['best']} | {cps['limit']['median']} | 1.00 | — |",
+        f"| brainbot Embedder fp32 | {cps['embedder_fp32']['best']} | {cps['embedder_fp32']['median']} | "
+        f"{r['embedder_vs_limit']:.3f} | {_cos(ref, 'fp32', 'min_cosine_one_at_a_time')} (batched "
+        f"{_cos(ref, 'fp32', 'min_cosine_batched')}) |",
+        f"| brainbot Embedder int8 | {cps['embedder_int8']['best']} | {cps['embedder_int8']['median']} | "
+        f"{cps['embedder_int8']['best'] / cps['limit']['best']:.3f} | "
+        f"{_cos(ref, 'int8', 'min_cosine_one_at_a_time')} (batched {_cos(ref, 'int8', 'min_cosine_batched')}) |",
+        f"| sentence-transformers (torch) | {st_cell} | | | |",
+        "",
+        f"Embedder / limit: best {r['embedder_vs_limit']:.3f}, median of paired rounds "
+        f"{r['embedder_vs_limit_median_of_rounds']:.3f}.",
+        f"int8: {r['int8_speedup_vs_fp32']}x fp32; cosine to fp32 on chunks min "
+        f"{r['int8_vs_fp32_on_chunks']['min_cosine']} mean {r['int8_vs_fp32_on_chunks']['mean_cosine']}; "
+        f"same chunk alone vs in a batch: min cosine {r['int8_vs_fp32_on_chunks']['batched_vs_alone_min_cosine']}.",
+        f"Query latency p50: fp32 {r['query_latency_ms_p50']['fp32']} ms, int8 {r['query_latency_ms_p50']['int8']} ms. "
+        f"Export: fp32 {r['export_seconds']['fp32']} s, int8 +{r['export_seconds']['int8_after_fp32']} s; "
+        f"session {r['session_seconds']['fp32']} s.",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

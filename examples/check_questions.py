@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""Sanity checker for examples/questions.jsonl against the examples/notes vault.
+
+Checks, for every question:
+  * required keys and value types; difficulty in {easy, medium, hard};
+  * answerable questions have 1+ expected locations and 1-3 answer_contains strings,
+    unanswerable ones have neither;
+  * every expected path exists under examples/notes (exact, incl. unicode, NFC);
+  * every "path#Heading" names a real heading of that file (ATX, with closing #s
+    stripped, or setext), ignoring fenced code blocks and YAML front matter;
+  * every "path:START-END" range lies inside the file;
+  * every answer_contains string occurs (case-insensitively) inside at least one
+    expected location: the heading's section (up to the next heading of any level),
+    the line range, or the whole file for a bare path;
+  * conversely, every expected location contains at least one answer_contains string
+    (so no listed location is a wrong guess).
+
+Standard library only. Run:  python examples/check_questions.py
+Exit status 0 when everything passes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import unicodedata
+from collections import Counter
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+NOTES = HERE / "notes"
+QUESTIONS = HERE / "questions.jsonl"
+
+FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+ATX_RE = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
+SETEXT_RE = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
+RANGE_RE = re.compile(r"^(.*):(\d+)-(\d+)$")
+
+
+def parse_headings(lines: list[str]) -> list[tuple[int, int, str]]:
+    """Return (line_index, level, text) for each heading, 0-based line index."""
+    heads: list[tuple[int, int, str]] = []
+    i = 0
+    # YAML front matter
+    if lines and lines[0].strip() == "---":
+        for j in range(1, len(lines)):
+            if lines[j].strip() in ("---", "..."):
+                i = j + 1
+                break
+    fence: tuple[str, int] | None = None
+    prev_para = False  # previous line is a paragraph line that could take a setext underline
+    while i < len(lines):
+        line = lines[i]
+        m = FENCE_RE.match(line)
+        if fence is not None:
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= fence[1] and not m.group(2).strip():
+                fence = None
+            i += 1
+            prev_para = False
+            continue
+        if m and not (m.group(1)[0] == "`" and "`" in m.group(2)):
+            fence = (m.group(1)[0], len(m.group(1)))
+            i += 1
+            prev_para = False
+            continue
+        if not line.strip():
+            prev_para = False
+            i += 1
+            continue
+        a = ATX_RE.match(line)
+        if a:
+            text = a.group(2) or ""
+            text = re.sub(r"(?:^|[ \t]+)#+$", "", text).strip()
+            heads.append((i, len(a.group(1)), text))
+            prev_para = False
+            i += 1
+            continue
+        s = SETEXT_RE.match(line)
+        if s and prev_para:
+            heads.append((i - 1, 1 if s.group(1)[0] == "=" else 2, lines[i - 1].strip()))
+            prev_para = False
+            i += 1
+            continue
+        stripped = line.lstrip()
+        # lines that cannot be a setext heading's content
+        prev_para = not (
+            stripped.startswith((">", "|", "- ", "* ", "+ "))
+            or re.match(r"^\d+[.)] ", stripped)
+            or re.match(r"^ {0,3}([-*_])( *\1){2,} *$", line)
+            or line.startswith("    ")
+        )
+        i += 1
+    return heads
+
+
+def section_text(lines: list[str], heads, heading: str) -> str | None:
+    for k, (idx, _lvl, text) in enumerate(heads):
+        if text == heading:
+            end = heads[k + 1][0] if k + 1 < len(heads) else len(lines)
+            return "\n".join(lines[idx:end])
+    return None
+
+
+def main() -> int:
+    errors: list[str] = []
+    qs = []
+    for n, raw in enumerate(QUESTIONS.read_text(encoding="utf-8").splitlines(), 1):
+        if not raw.strip():
+            continue
+        try:
+            qs.append((n, json.loads(raw)))
+        except json.JSONDecodeError as e:
+            errors.append(f"line {n}: invalid JSON: {e}")
+
+    cache: dict[str, list[str]] = {}
+
+    def load(rel: str) -> list[str] | None:
+        if rel not in cache:
+            p = NOTES / rel
+            if unicodedata.normalize("NFC", rel) != rel or not p.is_file():
+                return None
+            cache[rel] = p.read_text(encoding="utf-8").split("\n")
+        return cache[rel]
+
+    seen = Counter()
+    diff = Counter()
+    for n, q in qs:
+        where = f"line {n} ({q.get('question', '?')[:50]!r})"
+        for key, typ in (("question", str), ("expected", list), ("answerable", bool), ("difficulty", str)):
+            if not isinstance(q.get(key), typ):
+                errors.append(f"{where}: missing/invalid {key!r}")
+        if q.get("difficulty") not in ("easy", "medium", "hard"):
+            errors.append(f"{where}: bad difficulty {q.get('difficulty')!r}")
+        seen[q.get("question")] += 1
+        ans = q.get("answerable")
+        diff[(ans, q.get("difficulty"))] += 1
+        contains = q.get("answer_contains", [])
+        if not ans:
+            if q.get("expected") or contains:
+                errors.append(f"{where}: unanswerable question must have empty expected and no answer_contains")
+            continue
+        if not q.get("expected"):
+            errors.append(f"{where}: answerable question without expected")
+        if not (1 <= len(contains) <= 3) or not all(isinstance(c, str) and c for c in contains):
+            errors.append(f"{where}: answer_contains must hold 1-3 non-empty strings")
+        texts: list[str] = []
+        located: list[tuple[str, str]] = []
+        for exp in q.get("expected", []):
+            m = RANGE_RE.match(exp)
+            if m:
+                rel, a, b = m.group(1), int(m.group(2)), int(m.group(3))
+                lines = load(rel)
+                if lines is None:
+                    errors.append(f"{where}: no such note {rel!r}")
+                    continue
+                nlines = len(lines) - (1 if lines and lines[-1] == "" else 0)
+                if not (1 <= a <= b <= nlines):
+                    errors.append(f"{where}: range {a}-{b} outside {rel!r} (1-{nlines})")
+                    continue
+                texts.append("\n".join(lines[a - 1 : b]))
+                located.append((exp, texts[-1]))
+            elif "#" in exp:
+                rel, heading = exp.split("#", 1)
+                lines = load(rel)
+                if lines is None:
+                    errors.append(f"{where}: no such note {rel!r}")
+                    continue
+                sec = section_text(lines, parse_headings(lines), heading)
+                if sec is None:
+                    errors.append(f"{where}: no heading {heading!r} in {rel!r}")
+                    continue
+                texts.append(sec)
+                located.append((exp, sec))
+            else:
+                lines = load(exp)
+                if lines is None:
+                    errors.append(f"{where}: no such note {exp!r}")
+                    continue
+                texts.append("\n".join(lines))
+                located.append((exp, texts[-1]))
+        for c in contains:
+            if texts and not any(c.lower() in t.lower() for t in texts):
+                errors.append(f"{where}: {c!r} not found in any expected location")
+        for exp, t in located:
+            if contains and not any(c.lower() in t.lower() for c in contains):
+                errors.append(f"{where}: expected location {exp!r} contains none of answer_contains")
+
+    for question, k in seen.items():
+        if k > 1:
+            errors.append(f"duplicate question: {question!r}")
+
+    notes = sorted(p for p in NOTES.rglob("*.md"))
+    size = sum(p.stat().st_size for p in notes)
+    n_ans = sum(1 for _, q in qs if q.get("answerable"))
+    print(f"notes: {len(notes)} files, {size / 1024:.1f} KiB")
+    print(f"questions: {len(qs)} total, {n_ans} answerable, {len(qs) - n_ans} unanswerable")
+    for d in ("easy", "medium", "hard"):
+        print(f"  answerable {d}: {diff[(True, d)]}   unanswerable {d}: {diff[(False, d)]}")
+    if errors:
+        print(f"\n{len(errors)} problem(s):")
+        for e in errors:
+            print("  -", e)
+        return 1
+    print("OK: all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
