@@ -20,7 +20,7 @@ def _check(name: str, ok: bool, detail: str, fix: str = "") -> dict:
 def kernel_backend() -> str:
     from . import kernel
 
-    return kernel.active_name()
+    return kernel.active().backend()
 
 
 def stale_files(db) -> dict[str, list[str]]:

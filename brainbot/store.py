@@ -32,9 +32,7 @@ SCHEMA_VERSION = 1
 BUSY_TIMEOUT_MS = 30_000
 
 
-def _m001_initial(db: sqlite3.Connection) -> None:
-    db.executescript(
-        """
+_M001_INITIAL = """
         CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
         CREATE TABLE documents (
             id INTEGER PRIMARY KEY,
@@ -89,12 +87,11 @@ def _m001_initial(db: sqlite3.Connection) -> None:
                    c.source_text AS text
             FROM chunks c JOIN documents d ON d.id = c.document_id
             ORDER BY d.path, c.chunk_index;
-        """
-    )
+"""
 
-
-# Numbered migrations: MIGRATIONS[i] brings a file from version i to i + 1.
-MIGRATIONS = [_m001_initial]
+# Numbered migrations: MIGRATIONS[i] is the SQL that brings a file from version i to
+# i + 1. Each runs in one transaction together with its user_version bump.
+MIGRATIONS = [_M001_INITIAL]
 
 
 @dataclass(frozen=True)
@@ -180,9 +177,15 @@ def migrate(db: sqlite3.Connection, target: Path) -> None:
                 f"{target} is a SQLite file but not a brainbot index; pass another --db"
             )
     for step in range(version, SCHEMA_VERSION):
-        with transaction(db):
-            MIGRATIONS[step](db)
-            db.execute(f"PRAGMA user_version = {step + 1}")
+        # executescript() commits whatever is open before it runs, so the transaction
+        # lives inside the script itself.
+        try:
+            db.executescript(f"BEGIN IMMEDIATE;\n{MIGRATIONS[step]}\n"
+                             f"PRAGMA user_version = {step + 1};\nCOMMIT;")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
 
 
 @contextmanager
