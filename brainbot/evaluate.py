@@ -195,7 +195,12 @@ def matches(hit, expected: str) -> bool:
                 and hit.end_line >= int(m.group("start")))
     if "#" in expected:
         path, heading = expected.split("#", 1)
-        return hit.path == path and heading.strip() in [h.strip() for h in hit.heading_path]
+        if hit.path != path:
+            return False
+        heading = heading.strip()
+        # under the heading, or holding the heading's own line (a merged small section)
+        return heading in [h.strip() for h in hit.heading_path] or re.search(
+            rf"^#{{1,6}}[ \t]+{re.escape(heading)}[ \t#]*$", hit.text, re.M) is not None
     return hit.path == expected
 
 

@@ -1,0 +1,286 @@
+"""The offline answer: the best sentences of the top chunks, each cited by its own lines.
+
+Used when there is no API key. The top chunks of the hybrid search are cut into units a
+reader can quote: sentences of paragraphs and list items (with ``sentences.py``), table
+rows, and blank-line groups of code. Each unit scores by how much of the question's
+weighted terms it covers (``lexical.analyze``, idf from the index) plus the cosine between
+its embedding and the question's; the best few become the answer, each cited with
+``path:start-end`` of the unit's own lines and verified against the file like an API
+citation. It refuses like the Claude path when retrieval is off-topic (REFUSE_BELOW),
+and also when no unit that could answer scores SUPPORT_MIN: a model reads, this cannot.
+
+It does not paraphrase, merge or reorder facts: it quotes, and says it is quoting.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import lexical
+from .agent import REFUSAL, REFUSE_BELOW, Answer, Citation, Source, check_fresh
+from .markdown import marker_lines, parse
+from .sentences import split_sentences
+
+CHUNKS = 4  # top chunks mined for sentences
+MAX_SENTENCES = 3
+# A unit joins the answer when it scores at least this share of the best unit's score.
+KEEP_RATIO = 0.6
+# Score = COVERAGE_WEIGHT * idf-weighted term coverage + cosine(unit, question)
+#         + FIT_BONUS when the unit holds the kind of value the question asks for.
+COVERAGE_WEIGHT = 1.0
+FIT_BONUS = 0.1
+RANK_PRIOR = 0.02  # per rank of the unit's chunk: ties go to the better-retrieved chunk
+MIN_UNIT_CHARS = 12  # "Salt | 10" alone says nothing
+EMBED_CHARS = 400  # of a unit, for its vector: ~100 wordpieces; bounds a huge run-on unit
+# Refuse when the best quotable unit scores below this. Measured on
+# examples/questions.jsonl (tests/test_extractive.py::test_extractive_rates), best unit
+# score of the 12 unanswerable questions: 0.62 0.78 0.88 0.90 0.91 | 1.04 1.06 1.10 1.14
+# 1.43 1.46 1.52; of the 37 answerable ones answered right at no threshold: 0.63 … 0.89
+# (8 of them) | 0.94 … 1.89. 0.92 sits in the one clean gap: 29/48 answerable answered
+# right (60 %) and 5/12 unanswerable refused (42 %). Stricter buys refusals dearly
+# (1.10: 50 % / 67 %); 0.65 answers 75 % but refuses 8 %. Half the unanswerable
+# questions are near misses ("how many tomatoes in 2024" when the notes count 2023) that
+# only reading can tell apart, which is the Claude path's job.
+SUPPORT_MIN = 0.92
+
+# Words that say what kind of answer is wanted but never occur in it ("how", "did").
+QUESTION_WORDS = frozenset(lexical.analyze(
+    "what whats which who whom whose when where why how much many do does did doing done "
+    "is am are was were been being has have had can could should would might may must "
+    "shall i me my mine we us our ours you your yours s ll ve re d get got"))
+
+_MONTHS = ("jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec|january|february|march|"
+           "april|june|july|august|september|october|november|december")
+_DAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday|mon|tue|wed|thu|fri|sat|sun"
+_NUMBER_WORDS = ("one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|"
+                 "twenty|thirty|forty|fifty|hundred|thousand|million|billion|half|dozen|once|"
+                 "twice|thrice")
+# What a question asks for -> what a unit must hold to answer it (classic factoid-QA
+# answer typing). A question may ask for several kinds; a unit fits if it holds any.
+ANSWER_TYPES = [  # (question asks, unit must hold, hard: units without it cannot answer)
+    (re.compile(r"\bwhat time\b|\bat what time\b", re.I),
+     re.compile(r"\b\d{1,2}[:.h]\d{2}\b|\b\d{1,2}\s?(?:am|pm|a\.m\.|p\.m\.)|\bnoon\b|"
+                r"\bmidnight\b", re.I), True),
+    (re.compile(r"\bwhen\b|\bwhat (?:date|day|year|month)\b|\bwhich (?:date|day|year)\b",
+                re.I),
+     re.compile(rf"\d|\b(?:{_MONTHS}|{_DAYS})\b|\b(?:today|tomorrow|yesterday|weekend|"
+                r"morning|evening|night|week|month|year|spring|summer|autumn|fall|winter)\b",
+                re.I), True),
+    (re.compile(r"\bhow many\b|\bnumber (?:of|is)\b|\bwhat(?:'s| is) (?:my|the) \w+ number\b",
+                re.I), re.compile(rf"\d|\b(?:{_NUMBER_WORDS})\b", re.I), True),
+    (re.compile(r"\bhow (?:much|long|often|cold|hot|warm|big|far|old|fast|large|small|heavy)\b|"
+                r"\bwhat (?:percentage|ratio|temperature|size|price)\b|\b(?:cost|price|budget)\b",
+                re.I), re.compile(rf"\d|\b(?:{_NUMBER_WORDS})\b", re.I), False),
+    (re.compile(r"\bwho\b|\bwhose\b|\bname of\b|\bwhat(?:'s| is) the name\b", re.I),
+     "name", False),
+]
+# A list marker or task box that starts a quoted unit: dropped from the answer's prose.
+_MARKER = re.compile(r"^(?:[-*+]|\d{1,9}[.)])\s+(?:\[[ xX]\]\s+)?")
+# Query terms that must appear verbatim near the answer: codes mixing letters and digits
+# ("Q3", "L4", "p99", "10k") and years. "2 a.m." alone is not one.
+_EXACT = re.compile(r"^(?=.*\d)(?=.*[a-z])[a-z0-9]+$|^(?:19|20)\d\d$")
+
+
+@dataclass
+class Unit:
+    """A quotable span of a top chunk, with what scoring needs to know about it."""
+
+    rank: int  # of its chunk in the search
+    src: Source  # its chunk
+    start: int  # span in src.text
+    end: int
+    context: str = ""  # a table's header row, shown to the scorer only
+
+    @property
+    def text(self) -> str:
+        return self.src.text[self.start:self.end]
+
+
+def extractive_answer(question: str, *, searcher, hits, sources: list[Source], qvec,
+                      evidence: float, nearest: list[dict]) -> Answer:
+    """The extractive Answer for ``question`` from the hybrid ``hits`` already fetched."""
+    def refuse(reason: str, support: float | None = None) -> Answer:
+        return Answer(question, REFUSAL, True, "extractive", nearest=nearest,
+                      stop_reason=reason, evidence=evidence, support=support)
+
+    if not hits or evidence < REFUSE_BELOW:
+        return refuse("weak_evidence")
+    units = [u for rank, src in enumerate(sources[:CHUNKS]) for u in units_of(src, rank)]
+    if not units:
+        return refuse("no_sentences")
+    scores, fits = score_units(question, qvec, units, searcher)
+    order = [i for i in np.argsort(-scores, kind="stable") if fits[i]]
+    if not order or scores[order[0]] < SUPPORT_MIN:
+        return refuse("weak_support", float(scores[order[0]]) if order else 0.0)
+    best = float(scores[order[0]])
+    chosen = [units[i] for i in order[:MAX_SENTENCES] if scores[i] >= KEEP_RATIO * best]
+    cites: dict[str, Citation] = {}  # by location: two sentences of one line share it
+    parts, dropped, cache = [], [], {}
+    for u in chosen:
+        unit = unit_source(u.src, u.start, u.end)
+        stale = check_fresh(unit, cache)
+        if stale:
+            dropped.append({"source": unit.source, "cited_text": unit.text[:300],
+                            "reason": stale})
+            continue
+        cite = cites.get(unit.source)
+        if cite is None:
+            cite = cites[unit.source] = Citation(len(cites) + 1, unit.path, unit.start_line,
+                                                 unit.end_line, unit.heading_path, unit.text)
+        else:
+            cite.cited_text += " … " + unit.text
+        parts.append(f"{_MARKER.sub('', ' '.join(unit.text.split()))} [{cite.n}]")
+    if not cites:
+        answer = refuse("stale", best)
+        answer.dropped = dropped
+        return answer
+    return Answer(question, " ".join(parts), False, "extractive", list(cites.values()), 0,
+                  {}, dropped, nearest, stop_reason="extracted", evidence=evidence,
+                  support=best)
+
+
+def units_of(src: Source, rank: int = 0) -> list[Unit]:
+    """Quotable spans of a chunk: sentences, list-item sentences, table rows, code groups."""
+    text, out = src.text, []
+    for block in parse(text).blocks:
+        a, b = block.start_char, block.end_char
+        spans, context = [], ""
+        if block.kind in ("paragraph", "quote"):
+            for s, e in _line_groups(text, a, b):
+                spans.extend(split_sentences(text, s, e))
+        elif block.kind == "list":
+            starts = [a + _line_offset(text[a:b], k) for k in marker_lines(text, block)]
+            for s, e in zip(starts, starts[1:] + [b], strict=True):
+                spans.extend(split_sentences(text, s, e))
+        elif block.kind == "table":
+            spans = _lines(text, a, b, skip=2)
+            context = text[a:b].split("\n", 1)[0]
+        elif block.kind == "code":
+            spans = _code_groups(text, a, b)
+        elif block.kind == "heading" and block.heading not in src.heading_path:
+            spans = [(a, b)]  # a "# comment" line of a code block the chunk cut open
+        for s, e in spans:
+            s, e = s + len(text[s:e]) - len(text[s:e].lstrip()), s + len(text[s:e].rstrip())
+            if e - s >= MIN_UNIT_CHARS:
+                out.append(Unit(rank, src, s, e, context))
+    return out
+
+
+def _line_groups(text: str, a: int, b: int) -> list[tuple[int, int]]:
+    """A paragraph's lines, each its own group unless it is hard-wrapped prose (the line
+    does not end a clause and the next starts in lower case): "Invoice date: …" lines."""
+    out, pos, start = [], a, a
+    lines = text[a:b].split("\n")
+    for i, line in enumerate(lines):
+        end = pos + len(line)
+        nxt = lines[i + 1].lstrip(" >") if i + 1 < len(lines) else ""
+        if not nxt or not (nxt[:1].islower() and line.rstrip()[-1:] not in ".!?:;"):
+            out.append((start, end))
+            start = end + 1
+        pos = end + 1
+    return out
+
+
+def _line_offset(text: str, k: int) -> int:
+    pos = 0
+    for _ in range(k):
+        pos = text.index("\n", pos) + 1
+    return pos
+
+
+def _lines(text: str, a: int, b: int, skip: int = 0) -> list[tuple[int, int]]:
+    out, pos = [], a
+    for i, line in enumerate(text[a:b].split("\n")):
+        if i >= skip and line.strip():
+            out.append((pos, pos + len(line)))
+        pos += len(line) + 1
+    return out
+
+
+def _code_groups(text: str, a: int, b: int) -> list[tuple[int, int]]:
+    """Blank-line separated groups of a code block's lines, fences left out."""
+    out, pos, start, end = [], a, None, None
+    for line in text[a:b].split("\n"):
+        fence = line.lstrip().startswith(("```", "~~~"))
+        if line.strip() and not fence:
+            start = pos if start is None else start
+            end = pos + len(line)
+        elif start is not None:
+            out.append((start, end))
+            start = None
+        pos += len(line) + 1
+    if start is not None:
+        out.append((start, end))
+    return out
+
+
+def unit_source(src: Source, s: int, e: int) -> Source:
+    """The Source of text[s:e] of a chunk: its own lines and characters in the file."""
+    first = src.start_line + src.text.count("\n", 0, s)
+    last = src.start_line + src.text.count("\n", 0, e)
+    return Source(src.path, src.root, first, last, src.heading_path, src.text[s:e],
+                  src.start_char + s, src.start_char + e)
+
+
+def score_units(question: str, qvec, units: list[Unit], searcher):
+    """Each unit's score (coverage, cosine, answer-type bonus, rank prior) and whether it
+    can answer at all: it holds the kind of value a hard answer type asks for, and every
+    code or year of the question ("Q3", "p99", "2024") is in it or its heading path."""
+    qterms = set(lexical.analyze(question)) - QUESTION_WORDS
+    weights = _idf(searcher, qterms)
+    total = sum(weights.values()) or 1.0
+    wanted = [(kind, hard) for asks, kind, hard in ANSWER_TYPES if asks.search(question)]
+    exact = {t for t in qterms if _EXACT.match(t)}
+    texts, coverage, fit, bonus, prior = [], [], [], [], []
+    for u in units:
+        heading = " > ".join(u.src.heading_path)
+        have = set(lexical.analyze(f"{heading}\n{u.context}\n{u.text}"))
+        coverage.append(sum(w for t, w in weights.items() if t in have) / total)
+        holds = [_holds(kind, u.text) for kind, _ in wanted]
+        hard = all(h for h, (_, must) in zip(holds, wanted, strict=True) if must)
+        fit.append(exact <= have and hard)
+        bonus.append(FIT_BONUS if any(holds) else 0.0)
+        texts.append("\n\n".join(p for p in (heading, u.context, u.text[:EMBED_CHARS]) if p))
+        prior.append(-RANK_PRIOR * u.rank)
+    cos = _embed(searcher.embedder, texts) @ np.asarray(qvec, dtype=np.float32).reshape(-1)
+    scores = COVERAGE_WEIGHT * np.array(coverage) + cos + np.array(prior) + np.array(bonus)
+    return scores, fit
+
+
+# (embedder fingerprint, unit text) -> vector: questions in one process (the eval, a
+# session of asks) meet the same units again. 20k vectors of 384 float32 are ~30 MB.
+_VECTORS: dict[tuple[str, str], np.ndarray] = {}
+_VECTORS_MAX = 20_000
+
+
+def _embed(embedder, texts: list[str]) -> np.ndarray:
+    """Vectors of ``texts`` (n, dim), embedding only those not seen in this process."""
+    fp = str(getattr(embedder, "fingerprint", id(embedder)))
+    todo = sorted({t for t in texts if (fp, t) not in _VECTORS})
+    if todo:
+        if len(_VECTORS) + len(todo) > _VECTORS_MAX:
+            _VECTORS.clear()
+        _VECTORS.update(zip([(fp, t) for t in todo], embedder.embed(todo), strict=True))
+    return np.stack([_VECTORS[fp, t] for t in texts])
+
+
+def _holds(kind, text: str) -> bool:
+    if kind == "name":  # a capitalised word that does not merely start the sentence
+        words = re.findall(r"[^\W\d_]+", text)
+        return any(len(w) > 1 and w[0].isupper() and w[1:].islower() for w in words[1:])
+    return kind.search(text) is not None
+
+
+def _idf(searcher, terms: set[str]) -> dict[str, float]:
+    """BM25 idf of each query term in this index (unknown terms weigh as the rarest)."""
+    if not terms:
+        return {}
+    n = searcher.db.execute("SELECT count(*) FROM chunks").fetchone()[0] or 1
+    marks = ",".join("?" * len(terms))
+    df = dict(searcher.db.execute(f"SELECT term, df FROM terms WHERE term IN ({marks})",
+                                  sorted(terms)))
+    return {t: math.log1p((n - df.get(t, 0) + 0.5) / (df.get(t, 0) + 0.5)) for t in terms}

@@ -1,0 +1,245 @@
+"""A local stand-in for the Anthropic Messages API, for tests that must not touch the network.
+
+``FakeAnthropic`` is an ``http.server`` on 127.0.0.1 (port 0) in a thread. It answers
+``POST /v1/messages`` from a script of replies, as JSON or, when the request says
+``"stream": true``, as server-sent events in the API's order (message_start,
+content_block_start / *_delta / content_block_stop, message_delta, message_stop), with
+citations_delta for cited text and input_json_delta for tool input. It records every
+request's headers and body. The real ``anthropic.Anthropic`` client is pointed at it, so
+what is tested is the bytes brainbot sends and what it does with the bytes it gets.
+
+A reply is a ``Reply``, or a callable taking the request body and returning one: that is
+how a scripted model cites the n-th search result it was sent, as the real API does.
+What this fake does not do: count tokens, check the model name, or validate the request
+beyond parsing it as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: dict | None = None  # a message (200) or an error object
+    raw: bytes | None = None  # sent as is, for malformed responses
+    headers: dict = field(default_factory=dict)
+    content_type: str = "application/json"
+    stream_error: dict | None = None  # an SSE "error" event sent after message_start
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    headers: dict
+    raw: bytes
+    body: dict | None
+
+
+# -- building replies ----------------------------------------------------------------------
+def message(*content: dict, stop_reason: str = "end_turn", input_tokens: int = 100,
+            output_tokens: int = 20, model: str = "claude-test") -> Reply:
+    return Reply(body={"id": f"msg_{uuid.uuid4().hex[:12]}", "type": "message",
+                       "role": "assistant", "model": model, "content": list(content),
+                       "stop_reason": stop_reason, "stop_sequence": None,
+                       "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens}})
+
+
+def text(value: str, citations: list[dict] | None = None) -> dict:
+    block = {"type": "text", "text": value}
+    if citations is not None:
+        block["citations"] = citations
+    return block
+
+
+def tool_use(name: str, args: dict, id: str | None = None) -> dict:
+    return {"type": "tool_use", "id": id or f"toolu_{uuid.uuid4().hex[:12]}", "name": name,
+            "input": args}
+
+
+def error(status: int, kind: str, msg: str, retry_after: str | None = "0.01") -> Reply:
+    headers = {"retry-after": retry_after} if retry_after is not None else {}
+    return Reply(status=status, body={"type": "error", "error": {"type": kind, "message": msg}},
+                 headers=headers)
+
+
+def search_results(body: dict) -> list[dict]:
+    """Every search_result block of a request, in the order the API numbers them."""
+    found = []
+    for msg in body.get("messages", []):
+        content = msg.get("content")
+        if not isinstance(content, list):
+            continue
+        for block in content:
+            if block.get("type") == "search_result":
+                found.append(block)
+            elif block.get("type") == "tool_result" and isinstance(block.get("content"), list):
+                found.extend(b for b in block["content"] if b.get("type") == "search_result")
+    return found
+
+
+def cite(body: dict, index: int, start: int = 0, end: int = 1) -> dict:
+    """A search_result_location citation of result ``index``, as the API would build it."""
+    result = search_results(body)[index]
+    return {"type": "search_result_location", "source": result["source"],
+            "title": result.get("title"), "search_result_index": index,
+            "start_block_index": start, "end_block_index": end,
+            "cited_text": "".join(b["text"] for b in result["content"][start:end])}
+
+
+def tool_results(body: dict) -> list[dict]:
+    """The tool_result blocks of the request's last user turn."""
+    last = body["messages"][-1]
+    return [b for b in last.get("content", []) if isinstance(b, dict)
+            and b.get("type") == "tool_result"]
+
+
+# -- the server ------------------------------------------------------------------------------
+class FakeAnthropic:
+    def __init__(self):
+        self.requests: list[Recorded] = []
+        self.script: deque = deque()
+        self.lock = threading.Lock()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.02,),
+                                       daemon=True)
+
+    def __enter__(self) -> FakeAnthropic:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def push(self, *replies) -> None:
+        self.script.extend(replies)
+
+    def client(self, max_retries: int = 0, api_key: str | None = "test-key"):
+        import anthropic
+
+        return anthropic.Anthropic(base_url=self.url, api_key=api_key,
+                                   max_retries=max_retries, timeout=10.0)
+
+    @property
+    def bodies(self) -> list[dict]:
+        return [r.body for r in self.requests if r.path.startswith("/v1/messages")]
+
+    def _next(self, body: dict | None) -> Reply:
+        with self.lock:
+            item = self.script.popleft() if self.script else None
+        if item is None:
+            return Reply(status=500, headers={"x-should-retry": "false"},
+                         body={"type": "error", "error": {"type": "api_error",
+                                                          "message": "fake: script is empty"}})
+        return item(body) if callable(item) else item
+
+
+def _handler(fake: FakeAnthropic):
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:  # keep pytest output clean
+            pass
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            raw = self.rfile.read(length)
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                body = None
+            with fake.lock:
+                fake.requests.append(Recorded("POST", self.path, {
+                    k.lower(): v for k, v in self.headers.items()}, raw, body))
+            if not self.path.startswith("/v1/messages"):
+                return self._send(Reply(status=404, body={"type": "error", "error": {
+                    "type": "not_found_error", "message": self.path}}))
+            reply = fake._next(body)
+            if reply.status == 200 and reply.raw is None and (body or {}).get("stream"):
+                return self._stream(reply)
+            self._send(reply)
+
+        def _send(self, reply: Reply) -> None:
+            data = reply.raw if reply.raw is not None else json.dumps(reply.body).encode()
+            self.send_response(reply.status)
+            self.send_header("content-type", reply.content_type)
+            self.send_header("content-length", str(len(data)))
+            self.send_header("request-id", f"req_{uuid.uuid4().hex[:12]}")
+            for k, v in reply.headers.items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _stream(self, reply: Reply) -> None:
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("cache-control", "no-cache")
+            self.send_header("connection", "close")
+            self.end_headers()
+            for event in sse_events(reply.body, reply.stream_error):
+                self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+                self.wfile.flush()
+
+    return Handler
+
+
+def sse_events(msg: dict, stream_error: dict | None = None) -> list[dict]:
+    """A message as the API streams it."""
+    start = {k: v for k, v in msg.items() if k not in ("content", "stop_reason")}
+    start.update(content=[], stop_reason=None,
+                 usage={"input_tokens": msg["usage"]["input_tokens"], "output_tokens": 1})
+    events = [{"type": "message_start", "message": start}, {"type": "ping"}]
+    if stream_error is not None:
+        return events + [{"type": "error", "error": stream_error}]
+    for i, block in enumerate(msg["content"]):
+        if block["type"] == "text":
+            events.append({"type": "content_block_start", "index": i,
+                           "content_block": {"type": "text", "text": ""}})
+            for c in block.get("citations") or []:
+                events.append({"type": "content_block_delta", "index": i,
+                               "delta": {"type": "citations_delta", "citation": c}})
+            value = block["text"]
+            for piece in (value[: len(value) // 2], value[len(value) // 2:]):
+                if piece:
+                    events.append({"type": "content_block_delta", "index": i,
+                                   "delta": {"type": "text_delta", "text": piece}})
+        elif block["type"] == "tool_use":
+            events.append({"type": "content_block_start", "index": i, "content_block": {
+                "type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}})
+            payload = json.dumps(block["input"])
+            for piece in (payload[: len(payload) // 2], payload[len(payload) // 2:]):
+                events.append({"type": "content_block_delta", "index": i,
+                               "delta": {"type": "input_json_delta", "partial_json": piece}})
+        events.append({"type": "content_block_stop", "index": i})
+    events.append({"type": "message_delta",
+                   "delta": {"stop_reason": msg["stop_reason"], "stop_sequence": None},
+                   "usage": {"output_tokens": msg["usage"]["output_tokens"]}})
+    events.append({"type": "message_stop"})
+    return events
+
+
+def no_credentials(monkeypatch, home: Path) -> None:
+    """Leave the SDK nothing to authenticate with: no key or token in the environment, no
+    profile or federation settings, and an empty home for its config lookup (the
+    brainbot export cache stays where it was)."""
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_PROFILE",
+                 "ANTHROPIC_CONFIG_DIR", "ANTHROPIC_IDENTITY_TOKEN",
+                 "ANTHROPIC_IDENTITY_TOKEN_FILE", "ANTHROPIC_FEDERATION_RULE_ID",
+                 "ANTHROPIC_ORGANIZATION_ID"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME",
+                       os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache"))
+    monkeypatch.setenv("HOME", str(home))
