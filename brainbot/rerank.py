@@ -22,12 +22,12 @@ from . import lexical
 
 # How many fused candidates are re-scored: re-ranking is O(candidates x sentences)
 # embeddings, so it stays near the top of the list where it can change nDCG@10.
-RERANK_DEPTH = 30
+RERANK_DEPTH = 20
 # Blend weights, set by the eval on NFCorpus and the examples question set (README).
 W_PRIOR = 1.0
 W_SENTENCE = 1.0
 W_PROXIMITY = 0.3
-MAX_SENTENCES = 12
+MAX_SENTENCES = 8
 
 
 def _sentences(text: str) -> list[str]:

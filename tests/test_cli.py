@@ -27,11 +27,10 @@ def run_cli(capsys, *argv):
 def test_chunks_golden(capsys):
     code, out, _ = run_cli(capsys, "chunks", str(GOLDEN / "note.md"))
     assert code == 0
-    expected = (GOLDEN / "note.chunks.jsonl").read_text(encoding="utf-8")
-    if os.environ.get("BRAINBOT_UPDATE_GOLDEN"):
-        (GOLDEN / "note.chunks.jsonl").write_text(out, encoding="utf-8")
-        expected = out
-    assert out == expected
+    golden = GOLDEN / "note.chunks.jsonl"
+    if os.environ.get("BRAINBOT_UPDATE_GOLDEN"):  # regenerate after a deliberate change
+        golden.write_text(out, encoding="utf-8")
+    assert out == golden.read_text(encoding="utf-8")
 
 
 def test_chunk_records_follow_the_contract(capsys):
