@@ -5,6 +5,7 @@
  * detected once through pthread_once and read-only afterwards. Which code path runs is
  * chosen per call (the `simd` argument), never through a global switch.
  */
+#define _GNU_SOURCE /* sysconf(_SC_NPROCESSORS_ONLN) under -std=c11 */
 #define BB_KERNEL_INTERNAL
 #include "kernel.h"
 
@@ -14,8 +15,12 @@
 #include <unistd.h>
 
 static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
+#if defined(__x86_64__) || defined(_M_X64)
 static int cpu_has_avx2_fma = 0;
+#endif
+#if defined(__aarch64__)
 static int cpu_has_neon = 0;
+#endif
 static int cpu_count = 1;
 
 static void cpu_detect(void) {
@@ -54,9 +59,11 @@ int bb_cpu_count(void) {
 }
 
 /*
- * Below BB_THREAD_MIN_BYTES a scan stays on one thread: starting and joining a pthread
- * costs ~30-60 us here, and a 2-thread f32 scan of 10k x 384 (15 MB) measured ~1.3x
- * faster than one thread while 1k x 384 (1.5 MB) measured no gain (benchmarks/).
+ * Below BB_THREAD_MIN_BYTES a scan stays on one thread. Starting and joining a pthread
+ * measured 22 us at best and ~70 us on average here (2 busy cores), while a scan of
+ * 4 MB takes ~0.3 ms at the ~14 GB/s one core streams: splitting smaller scans saves
+ * less than the thread costs. On a machine whose other cores are busy a second thread
+ * can only wait, so pass n_threads = 1 there (benchmarks/ records the load average).
  */
 #define BB_THREAD_MIN_BYTES (4 * 1024 * 1024)
 /* Each thread gets at least this many rows, so tiny inputs never fan out. */

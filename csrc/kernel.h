@@ -91,9 +91,10 @@ int bb_resolve_threads(int n_threads, int64_t rows, int64_t bytes);
  *   out_ids     int64   [q, k]   row ids, best first, -1 padded
  *   out_scores  float32 [q, k]   dot products, -INFINITY padded
  *
- * n >= 0, d >= 1, q >= 1, k >= 1. q == 1 is a streaming scan (memory-bandwidth
- * bound); q > 1 is a blocked matrix product. Both compute each (row, query) dot in the
- * same order, so a query gets identical scores alone or in a batch.
+ * n >= 0, d >= 1, q >= 0, k >= 1. q == 1 is a streaming scan (memory-bandwidth
+ * bound); q > 1 is a register-blocked matrix product (compute bound). The two sum in
+ * different orders, so a query's scores alone and in a batch agree to float rounding
+ * (~1e-7 relative), not bit for bit; within one call equal rows score equal.
  */
 int bb_cosine_topk(const float *matrix, int64_t n, int64_t d,
                    const float *queries, int64_t q, int64_t k,
@@ -123,11 +124,12 @@ int64_t bb_default_pool(int64_t k);
  *   2. every allowed row gets approx[i] = (float)(sum_j code[i,j] * qcode[j]) * scale[i]
  *      (the integer sum is exact; ties -> lower id);
  *   3. the best `pool` rows by approx are rescored exactly in float32 from `matrix`
- *      with the same dot product as bb_cosine_topk, and the best k of them returned.
- * So out_scores are exact dots, identical to bb_cosine_topk's for the same ids, and the
- * ids equal the exact top-k whenever the true top-k falls inside the pool.
+ *      with the dot product of bb_cosine_topk's single-query path, and the best k of
+ *      them returned.
+ * So out_scores are exact dots, bit-identical to bb_cosine_topk(q = 1) for the same ids,
+ * and the ids equal the exact top-k whenever the true top-k falls inside the pool.
  *
- *   codes       int8    [n, d]   from bb_quantize_int8
+ *   codes       int8    [n, d]   from bb_quantize_int8 (values in [-127, 127])
  *   scales      float32 [n]
  *   matrix      float32 [n, d]   the full-precision rows (only `pool` rows are read per query)
  *   queries     float32 [q, d]
@@ -212,7 +214,7 @@ int bb_stream_sum(const float *x, int64_t n, int n_threads, int simd, double *ou
 #endif
 
 /* ------------------------------------------------------------------------------------
- * Internal interface between the csrc/*.c files. Not part of the API (not in the cdef);
+ * Internal interface between the C files of csrc/. Not part of the API (not in the cdef);
  * visible only to translation units that define BB_KERNEL_INTERNAL.
  * ------------------------------------------------------------------------------------ */
 #ifdef BB_KERNEL_INTERNAL
@@ -250,24 +252,34 @@ void bb_heap_emit(const bb_heap *h, int64_t k, int64_t *out_ids, float *out_scor
 
 /*
  * The per-architecture kernels. Each table entry computes the same quantity; the
- * scalar table is always present. "Same lane order" matters: every path computes a
- * (row, query) dot in one fixed order, so scores do not depend on which rows were
- * grouped together (a duplicated row always gets a bit-identical score).
+ * scalar table is always present. Within one entry, a (row, query) dot is always
+ * summed in one fixed order, whatever rows were grouped with it, so a duplicated row
+ * gets a bit-identical score and ties are real ties. dot_rows and dot_f32 may use
+ * different orders (see simd_avx2.c), so single-query and batch scores agree to
+ * rounding, not bit for bit.
  */
 typedef struct {
     const char *name;
-    /* out[r * rs + j * qs_] = dot(rows[r], qs[j]) for r < nr (<= 4), j < nq (<= 3);
-     * rows and qs point to float32 [d] vectors. */
-    void (*dot_f32)(const float *const *rows, int nr, const float *const *qs, int nq,
+    /* Streaming dots for one query: out[u] = dot(matrix + idx[u] * d, q) for u < nb.
+     * The single-query and rescoring path (memory bound: one pass, sequential rows). */
+    void (*dot_rows)(const float *matrix, const int64_t *idx, int64_t nb, int64_t d,
+                     const float *q, float *out);
+    /* Register-blocked dots for a batch: out[r * rs + j * qs_] = dot(rows[r], queries[j])
+     * for r < nr (<= 4), j < nq; rows point to float32 [d] vectors, queries is
+     * float32 [nq, d]. (Compute bound: rows are reused from L1 across queries.) */
+    void (*dot_f32)(const float *const *rows, int nr, const float *queries, int64_t nq,
                     int64_t d, float *out, int64_t rs, int64_t qs_);
-    /* out[r] = sum_j rows[r][j] * q[j] exactly in int32, for r < nr (<= 4). */
-    void (*dot_i8)(const int8_t *const *rows, int nr, const int8_t *q, int64_t d,
-                   int32_t *out);
+    /* out[u] = sum_j codes[idx[u] * d + j] * q[j], exactly in int32, for u < nb. Codes and
+     * query codes must lie in [-127, 127] (bb_quantize_int8's range). */
+    void (*dot_i8)(const int8_t *codes, const int64_t *idx, int64_t nb, int64_t d,
+                   const int8_t *q, int32_t *out);
     /* contrib[p] = c * tf[p] / (tf[p] + (A + B * doc_len[ids[p]])) for p < cnt; returns
      * BB_ERR_RANGE if some ids[p] is outside [0, n_docs). */
     int (*bm25_contrib)(const int32_t *ids, const float *tf, int64_t cnt,
                         const float *doc_len, int64_t n_docs, float c, float A, float B,
                         float *contrib);
+    /* Quantise one row x float32 [d] to codes int8 [d] and *scale (bb_quantize_int8). */
+    void (*quant_i8)(const float *x, int64_t d, int8_t *codes, float *scale);
     /* Sum of x[0..n) (bandwidth probe). */
     double (*sum_f32)(const float *x, int64_t n);
 } bb_ops;

@@ -2,9 +2,10 @@
  * simd_neon.c -- NEON kernels for arm64 (Advanced SIMD is baseline on AArch64, so no
  * runtime check is needed). Compiled to nothing elsewhere.
  *
- * The f32 dot mirrors the AVX2 lane layout: 8 lanes held as two float32x4 halves, fused
- * multiply-adds by increasing column, the ragged tail zero-padded, and the reduction
- * ((l0+l1)+(l2+l3)) + ((l4+l5)+(l6+l7)).
+ * One f32 dot order serves both the single-query and the batch paths: 8 lanes held as
+ * two float32x4 halves, fused multiply-adds by increasing column, the ragged tail
+ * zero-padded, and the reduction ((l0+l1)+(l2+l3)) + ((l4+l5)+(l6+l7)). (Not tuned:
+ * no arm64 machine was at hand; it compiles and mirrors the scalar path.)
  */
 #define BB_KERNEL_INTERNAL
 #include "kernel.h"
@@ -37,16 +38,21 @@ static float dot1(const float *a, const float *b, int64_t d) {
     return reduce8(lo, hi);
 }
 
-static void dot_f32(const float *const *rows, int nr, const float *const *qs, int nq,
-                    int64_t d, float *out, int64_t rs, int64_t qs_) {
-    for (int r = 0; r < nr; r++)
-        for (int j = 0; j < nq; j++) out[r * rs + j * qs_] = dot1(rows[r], qs[j], d);
+static void dot_rows(const float *matrix, const int64_t *idx, int64_t nb, int64_t d,
+                     const float *q, float *out) {
+    for (int64_t u = 0; u < nb; u++) out[u] = dot1(matrix + idx[u] * d, q, d);
 }
 
-static void dot_i8(const int8_t *const *rows, int nr, const int8_t *q, int64_t d,
-                   int32_t *out) {
-    for (int r = 0; r < nr; r++) {
-        const int8_t *a = rows[r];
+static void dot_f32(const float *const *rows, int nr, const float *queries, int64_t nq,
+                    int64_t d, float *out, int64_t rs, int64_t qs_) {
+    for (int r = 0; r < nr; r++)
+        for (int64_t j = 0; j < nq; j++) out[r * rs + j * qs_] = dot1(rows[r], queries + j * d, d);
+}
+
+static void dot_i8(const int8_t *codes, const int64_t *idx, int64_t nb, int64_t d,
+                   const int8_t *q, int32_t *out) {
+    for (int64_t u = 0; u < nb; u++) {
+        const int8_t *a = codes + idx[u] * d;
         int32x4_t acc = vdupq_n_s32(0);
         int64_t i = 0;
         for (; i + 16 <= d; i += 16) {
@@ -56,7 +62,7 @@ static void dot_i8(const int8_t *const *rows, int nr, const int8_t *q, int64_t d
         }
         int32_t s = vaddvq_s32(acc);
         for (; i < d; i++) s += (int32_t)a[i] * (int32_t)q[i];
-        out[r] = s;
+        out[u] = s;
     }
 }
 
@@ -86,6 +92,6 @@ static double sum_f32(const float *x, int64_t n) {
     return s;
 }
 
-const bb_ops bb_ops_neon = {"neon", dot_f32, dot_i8, bm25_contrib, sum_f32};
+const bb_ops bb_ops_neon = {"neon", dot_rows, dot_f32, dot_i8, bm25_contrib, NULL, sum_f32};
 
 #endif /* __aarch64__ */

@@ -1,0 +1,162 @@
+/*
+ * quant.c -- the compact int8 copy: quantisation and the two-stage top-k
+ * (bb_quantize_int8, bb_cosine_topk_int8).
+ *
+ * Stage 1 scans n x d int8 codes (a quarter of the f32 bytes) with an int8 query and
+ * keeps the best `pool` rows by approximate score; stage 2 reads only those rows from
+ * the f32 matrix and rescores them exactly, with the same dot product as cosine.c.
+ * Not done here: f16 storage, product quantisation, any index structure.
+ */
+#define BB_KERNEL_INTERNAL
+#include "kernel.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+/* Rows per block: 256 x 384 int8 = 96 KB, reused from L2 across a chunk's queries. */
+#define BLOCK 256
+/* Queries quantised and scanned per pass. */
+#define QCHUNK 64
+/* Default pool: max(4k, 64). Measured on 384-d unit vectors, random and clustered
+ * (tests/test_kernel.py's generators), 10k and 100k rows, 200 queries each: the exact
+ * top-10 always sat within the approximate top-16, so 64 leaves a 4x margin; rescoring
+ * 64 rows reads 96 KB (~10 us) against a ~2.5 ms int8 scan of 100k x 384. */
+#define POOL_MIN 64
+#define POOL_PER_K 4
+
+int64_t bb_default_pool(int64_t k) {
+    if (k <= 0) return POOL_MIN;
+    return k > INT64_MAX / POOL_PER_K ? INT64_MAX : (POOL_PER_K * k > POOL_MIN ? POOL_PER_K * k : POOL_MIN);
+}
+
+static void (*quantizer(const bb_ops *ops))(const float *, int64_t, int8_t *, float *) {
+    return ops->quant_i8 ? ops->quant_i8 : bb_ops_scalar.quant_i8;
+}
+
+int bb_quantize_int8(const float *matrix, int64_t n, int64_t d,
+                     int8_t *out_codes, float *out_scales) {
+    const bb_ops *ops = bb_select_ops(BB_SIMD_AUTO);
+    if (n < 0 || d <= 0) return BB_ERR_SHAPE;
+    if (n == 0) return BB_OK;
+    if (!matrix || !out_codes || !out_scales) return BB_ERR_NULL;
+    if (!bb_all_finite(matrix, n * d)) return BB_ERR_NAN;
+    void (*qf)(const float *, int64_t, int8_t *, float *) = quantizer(ops);
+    for (int64_t i = 0; i < n; i++) qf(matrix + i * d, d, out_codes + i * d, &out_scales[i]);
+    return BB_OK;
+}
+
+typedef struct {
+    const bb_ops *ops;
+    const int8_t *codes;
+    const float *scales;
+    int64_t d;
+    const int8_t *qcodes; /* [nq, d] */
+    int64_t nq;
+    const uint8_t *mask;
+    int64_t begin, end;
+    bb_heap *heaps; /* [nq] pool heaps */
+} scan_task;
+
+static void scan_codes(void *arg) {
+    scan_task *t = (scan_task *)arg;
+    int64_t idx[BLOCK];
+    int32_t dots[BLOCK];
+    for (int64_t b0 = t->begin; b0 < t->end; b0 += BLOCK) {
+        int64_t b1 = b0 + BLOCK < t->end ? b0 + BLOCK : t->end, nb = 0;
+        if (t->mask) {
+            for (int64_t i = b0; i < b1; i++)
+                if (t->mask[i]) idx[nb++] = i;
+        } else {
+            for (int64_t i = b0; i < b1; i++) idx[nb++] = i;
+        }
+        for (int64_t j = 0; j < t->nq; j++) {
+            bb_heap *h = &t->heaps[j];
+            t->ops->dot_i8(t->codes, idx, nb, t->d, t->qcodes + j * t->d, dots);
+            for (int64_t u = 0; u < nb; u++) {
+                float s = (float)dots[u] * t->scales[idx[u]];
+                if (BB_HEAP_WANTS(h, s)) bb_heap_offer(h, s, idx[u]);
+            }
+        }
+    }
+}
+
+/* Exact rescoring of a pool (any order) into the final heap, with the single-query dot
+ * of bb_cosine_topk, so the scores are bit-identical to it. */
+static void rescore(const bb_ops *ops, const float *matrix, int64_t d, const float *query,
+                    const bb_heap *pool, bb_heap *out) {
+    int64_t idx[BLOCK];
+    float s[BLOCK];
+    for (int64_t u0 = 0; u0 < pool->count; u0 += BLOCK) {
+        int64_t nb = pool->count - u0 < BLOCK ? pool->count - u0 : BLOCK;
+        for (int64_t u = 0; u < nb; u++) idx[u] = pool->items[u0 + u].id;
+        ops->dot_rows(matrix, idx, nb, d, query, s);
+        for (int64_t u = 0; u < nb; u++) bb_heap_offer(out, s[u], idx[u]);
+    }
+}
+
+int bb_cosine_topk_int8(const int8_t *codes, const float *scales, const float *matrix,
+                        int64_t n, int64_t d,
+                        const float *queries, int64_t q, int64_t k, int64_t pool,
+                        const uint8_t *mask, int n_threads, int simd,
+                        int64_t *out_ids, float *out_scores) {
+    const bb_ops *ops = bb_select_ops(simd);
+    if (!ops) return BB_ERR_ARG;
+    if (k <= 0) return BB_ERR_K;
+    if (n < 0 || d <= 0 || q < 0) return BB_ERR_SHAPE;
+    if (pool < 0 || n_threads < 0) return BB_ERR_ARG;
+    if (q == 0) return BB_OK;
+    if (!queries || !out_ids || !out_scores) return BB_ERR_NULL;
+    if (n > 0 && (!codes || !scales || !matrix)) return BB_ERR_NULL;
+    if (!bb_all_finite(queries, q * d)) return BB_ERR_NAN;
+
+    if (pool == 0) pool = bb_default_pool(k);
+    if (pool < k) pool = k;
+    int64_t pcap = pool < n ? pool : n, kcap = k < n ? k : n;
+    int64_t work = n * d; /* int8 bytes, once per query */
+    int nt = bb_resolve_threads(n_threads, n, q > 1 && work < INT64_MAX / q ? work * q : work);
+    int64_t qc = q < QCHUNK ? q : QCHUNK;
+    scan_task tasks[BB_MAX_THREADS];
+    bb_heap *heaps = malloc(sizeof(bb_heap) * (size_t)(nt * qc));
+    bb_item *items = malloc(sizeof(bb_item) * (size_t)(nt * qc * pcap + kcap + 1));
+    int8_t *qcodes = malloc((size_t)(qc * d));
+    int status = (heaps && items && qcodes) ? BB_OK : BB_ERR_NOMEM;
+    void (*qf)(const float *, int64_t, int8_t *, float *) = quantizer(ops);
+
+    for (int64_t q0 = 0; q0 < q && status == BB_OK; q0 += qc) {
+        int64_t nq = q - q0 < qc ? q - q0 : qc;
+        float qscale;
+        for (int64_t j = 0; j < nq; j++) qf(queries + (q0 + j) * d, d, qcodes + j * d, &qscale);
+        for (int t = 0; t < nt; t++) {
+            scan_task *s = &tasks[t];
+            s->ops = ops;
+            s->codes = codes;
+            s->scales = scales;
+            s->d = d;
+            s->qcodes = qcodes;
+            s->nq = nq;
+            s->mask = mask;
+            s->begin = n * t / nt;
+            s->end = n * (t + 1) / nt;
+            s->heaps = heaps + t * qc;
+            for (int64_t j = 0; j < nq; j++)
+                bb_heap_init(&s->heaps[j], items + (t * qc + j) * pcap, pcap);
+        }
+        status = bb_parallel(nt, scan_codes, tasks, sizeof(scan_task));
+        if (status != BB_OK) break;
+        for (int64_t j = 0; j < nq; j++) {
+            bb_heap *h = &heaps[j], fin;
+            for (int t = 1; t < nt; t++) {
+                const bb_heap *o = &tasks[t].heaps[j];
+                for (int64_t u = 0; u < o->count; u++) bb_heap_offer(h, o->items[u].score, o->items[u].id);
+            }
+            bb_heap_init(&fin, items + nt * qc * pcap, kcap);
+            rescore(ops, matrix, d, queries + (q0 + j) * d, h, &fin);
+            bb_heap_sort(&fin);
+            bb_heap_emit(&fin, k, out_ids + (q0 + j) * k, out_scores + (q0 + j) * k);
+        }
+    }
+    free(heaps);
+    free(items);
+    free(qcodes);
+    return status;
+}
