@@ -1,0 +1,147 @@
+"""Regenerate the README's results section from benchmarks/results/*.json.
+
+    python benchmarks/readme_tables.py          # rewrite README.md between the markers
+    python benchmarks/readme_tables.py --print  # print the section instead
+
+Every number in the README's results section comes from a JSON file written by a
+benchmark or by `brainbot eval --json`; nothing here measures anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+README = HERE.parent / "README.md"
+BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+
+
+def _load(name: str):
+    path = RESULTS / name
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def _table(header: list[str], rows: list[list]) -> str:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+def eval_section() -> str:
+    nf = _load("eval_nfcorpus.json")
+    if not nf:
+        return ""
+    anchors = {"bm25": "Pyserini BM25-flat 0.3218", "vector": "MTEB all-MiniLM-L6-v2 0.3159",
+               "hybrid": "BM25+TAS-B hybrid 0.346 (OpenSearch)",
+               "rerank": "BM25 + cross-encoder 0.350 (BEIR)"}
+    targets = {"bm25": "≥ 0.32", "vector": "≥ 0.31", "hybrid": "≥ 0.34", "rerank": "≥ 0.35"}
+    rows = []
+    for mode, m in nf["modes"].items():
+        rows.append([mode, f"**{m['ndcg@10']:.4f}**", anchors.get(mode, ""),
+                     targets.get(mode, ""), f"{m['recall@10']:.4f}", f"{m['recall@100']:.4f}",
+                     f"{m['mrr@10']:.4f}", f"{m['p50_ms']:.1f}", f"{m['p95_ms']:.1f}"])
+    text = ["### Retrieval quality: BEIR NFCorpus",
+            f"`brainbot eval --beir ../shared/data/nfcorpus` — {nf['queries']} test queries, "
+            "nDCG@10 as trec_eval (linear gain); each document indexed as `title + \"\\n\\n\" + "
+            f"text` and chunked like a note ({nf['index']['chunks']:,} chunks); a document "
+            "scores as its best chunk. Latency per query includes embedding the query "
+            "(except for rerank, which embeds sentences too).", "",
+            _table(["mode", "nDCG@10", "published anchor", "target", "recall@10",
+                    "recall@100", "MRR@10", "p50 ms", "p95 ms"], rows)]
+    q = _load("eval_questions.json")
+    if q:
+        k = q["k"]
+        qrows = [[mode, m[f"hit@{k}"], m["hit@1"], m[f"recall@{k}"], m["mrr"]]
+                 for mode, m in q["modes"].items()]
+        text += ["", f"Question set `examples/questions.jsonl` ({q['answerable']} answerable of "
+                 f"{q['questions']}), `brainbot eval --questions … -k {k}`:", "",
+                 _table(["mode", f"hit@{k}", "hit@1", f"recall@{k}", "MRR"], qrows)]
+    return "\n".join(text)
+
+
+def embed_section() -> str:
+    e = _load("embed.json")
+    if not e:
+        return ""
+    cps = e["chunks_per_s"]
+    ref = e["reference"]
+    rows = [["onnxruntime alone (the limit)", cps["limit"]["best"], "1.00", "—"],
+            ["brainbot Embedder fp32", cps["embedder_fp32"]["best"],
+             f"{e['embedder_vs_limit']:.2f}", f"{ref['fp32']['min_cosine_one_at_a_time']:.6f}"],
+            ["brainbot Embedder int8", cps["embedder_int8"]["best"],
+             f"{cps['embedder_int8']['best'] / cps['limit']['best']:.2f}",
+             f"{ref['int8']['min_cosine_batched']:.4f}"],
+            ["sentence-transformers (torch)", e.get("sentence_transformers", {}).get(
+                "status", "not installed"), "", ""]]
+    return "\n".join([
+        "### Embedding throughput", f"`python benchmarks/bench_embed.py` — "
+        f"{e['data']['chunks']} real chunks of ~200 words from the Rust book, batch "
+        f"{e['settings']['batch_size']}, {e['settings']['intra_op_threads']} threads; best of "
+        f"{e['settings']['rounds']} alternating rounds. Min cosine is against "
+        "sentence-transformers' own vectors (`../shared/reference`).", "",
+        _table(["engine", "chunks/s", "× limit", "min cosine vs reference"], rows), "",
+        "int8 (dynamic quantization) is faster but a text's vector changes with its batch, "
+        "so an int8 index is not reproducible; it stays opt-in (`--precision int8`)."])
+
+
+def chunking_section() -> str:
+    c = _load("chunking.json")
+    if not c:
+        return ""
+    rows = [[r["corpus"], r["files"], r["chunks"], r["mean_retrieval_tokens"],
+             r["max_retrieval_tokens"], r["quality_score"], f"{100 * r['boundary_share']:.2f} %",
+             r["hard"]["over_limit"], r["hard"]["heading_only"], r["hard"]["cut_fences"],
+             r["mb_per_second"], r["files_per_second"]] for r in c["corpora"]]
+    sweep = c.get("target_sweep", {}).get("rows", [])
+    text = ["### Chunking", "`python benchmarks/bench_chunking.py` — parse + chunk + count "
+            "tokens with MiniLM's tokenizer (cold cache), on `../shared/data/corpora`.", "",
+            _table(["corpus", "files", "chunks", "mean tokens", "max tokens", "quality",
+                    "boundary", "over limit", "heading-only", "cut fences", "MB/s", "files/s"],
+                   rows)]
+    if sweep:
+        text += ["", "Choosing the target size (NFCorpus, vector only, nDCG@10): " + ", ".join(
+            f"{r['target_tokens']} → {r['ndcg_at_10']}" for r in sweep) + "."]
+    return "\n".join(text)
+
+
+def search_section() -> str:
+    s = _load("search.json")
+    if not s or not s.get("markdown"):
+        return ""
+    # bench_search.py renders its own tables (it knows which rows it verified and timed)
+    return ("### Search kernels\n`python benchmarks/bench_search.py` — random L2-normalised "
+            "vectors and a synthetic Zipfian BM25 corpus, fixed seeds; every engine's results "
+            "are checked against the numpy reference before it is timed; engines timed "
+            "round-robin in one process.\n\n" + s["markdown"].replace("\n### ", "\n#### "))
+
+
+def build() -> str:
+    parts = [p for p in (eval_section(), search_section(), embed_section(),
+                         chunking_section()) if p]
+    return "## Results\n\nMachine: 2-core AMD EPYC VM, 24 GB, shared and noisy; every " \
+           "figure is from one run of the command named, anchors side by side.\n\n" + \
+           "\n\n".join(parts)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--print", action="store_true")
+    args = parser.parse_args()
+    sys.path.insert(0, str(HERE))
+    section = build()
+    if args.print:
+        print(section)
+        return 0
+    text = README.read_text(encoding="utf-8")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    README.write_text(f"{head}{BEGIN}\n{section}\n{END}{tail}", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
