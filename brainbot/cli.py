@@ -167,7 +167,7 @@ def cmd_eval(args) -> int:
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if args.beir:
         result = evaluate.run_beir(Path(args.beir), db=args.db, split=args.split, modes=modes,
-                                   limit=args.limit)
+                                   limit=args.limit, precision=args.precision)
     elif args.questions:
         result = evaluate.run_questions(Path(args.questions), db=args.db or _db_default(),
                                         modes=modes, k=args.k)
@@ -300,6 +300,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--modes", default="bm25,vector,hybrid")
     p.add_argument("-k", type=_positive, default=10)
     p.add_argument("--limit", type=int, default=None, help="only the first N queries")
+    p.add_argument("--precision", choices=["fp32", "int8"], default="fp32",
+                   help="embedding precision of a BEIR index built for the eval")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_eval)
 

@@ -105,12 +105,12 @@ def _corpus_sources(folder: Path, root: str):
                         len(data), 0)
 
 
-def index_beir(folder: Path, db_path: Path) -> dict:
+def index_beir(folder: Path, db_path: Path, precision: str = "fp32") -> dict:
     from .indexer import Indexer
 
     if not (folder / "corpus.jsonl").is_file():
         raise InputError(f"{folder} has no corpus.jsonl (is it a BEIR dataset folder?)")
-    with Indexer(db_path) as ix:
+    with Indexer(db_path, precision=precision) as ix:
         ix.index_sources(f"dataset:{folder.name}", _corpus_sources(folder, f"dataset:{folder.name}"))
         return ix.finish().to_dict()
 
@@ -127,12 +127,13 @@ def _doc_ranking(hits, limit: int = 100) -> list[str]:
 
 
 def run_beir(folder: Path, *, db: str | None = None, split: str = "test",
-             modes: list[str] | None = None, limit: int | None = None) -> dict:
+             modes: list[str] | None = None, limit: int | None = None,
+             precision: str = "fp32") -> dict:
     from .search import Searcher
 
     modes = modes or ["bm25", "vector", "hybrid"]
     db_path = _beir_db(folder, db)
-    index_stats = index_beir(folder, db_path)
+    index_stats = index_beir(folder, db_path, precision)
     qrels = load_qrels(folder, split)
     queries = {str(q["_id"]): q["text"] for q in _read_jsonl(folder / "queries.jsonl")}
     qids = [q for q in qrels if q in queries][:limit]

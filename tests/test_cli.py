@@ -10,10 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import EXAMPLES, REPO
 
 from brainbot.cli import build_parser, main
-
-from conftest import EXAMPLES, REPO
 
 GOLDEN = Path(__file__).parent / "data" / "golden"
 

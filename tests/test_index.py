@@ -144,7 +144,7 @@ def test_sqlite_vec_ranks_like_brainbot(tmp_path, vault, counting):
         "JOIN chunks c ON c.id = e.chunk ORDER BY d, c.id", (qvec.astype("<f4").tobytes(),)
     ).fetchall()
     assert [r[0] for r in rows] == [h.chunk_id for h in hits]
-    for (cid, dist), hit in zip(rows, hits):
+    for (_cid, dist), hit in zip(rows, hits):
         assert abs((1 - dist) - hit.score) < 1e-5
 
 
