@@ -60,12 +60,12 @@ int bb_cpu_count(void) {
 
 /*
  * Below BB_THREAD_MIN_BYTES a scan stays on one thread. Starting and joining a pthread
- * measured 22 us at best and ~70 us on average here (2 busy cores), while a scan of
- * 4 MB takes ~0.3 ms at the ~14 GB/s one core streams: splitting smaller scans saves
- * less than the thread costs. On a machine whose other cores are busy a second thread
- * can only wait, so pass n_threads = 1 there (benchmarks/ records the load average).
+ * costs 22-70 us here, and on this 2-core machine (idle) one f32 query on two threads
+ * measured 0.79x the one-thread speed at 5k x 384 (7.7 MB) but 1.16x at 10k x 384
+ * (15 MB); int8 was still slower on two threads at 3.8 MB. On a machine whose cores are
+ * busy a second thread can only wait: pass n_threads = 1 there.
  */
-#define BB_THREAD_MIN_BYTES (4 * 1024 * 1024)
+#define BB_THREAD_MIN_BYTES (12 * 1024 * 1024)
 /* Each thread gets at least this many rows, so tiny inputs never fan out. */
 #define BB_THREAD_MIN_ROWS 1024
 

@@ -165,33 +165,39 @@ TARGET static void quant_i8(const float *x, int64_t d, int8_t *codes, float *sca
 }
 
 /* int8 dot products, exact in int32. maddubs multiplies u8 by s8 and adds pairs into
- * s16; feeding it |q| and sign(row, q) gives |q| * row * sign(q) = q * row, with
- * |pair| <= 2 * 127 * 127 < 32767: exact for codes in [-127, 127]. Rows are read one
- * after the other (sequential streams), as in dot_rows: interleaving 4 rows measured
- * ~20% slower at 1M x 384. Four rows' sums are reduced together. */
-INLINE __m256i row_dot_i8(const int8_t *row, const int8_t *q, int64_t body) {
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256i acc = _mm256_setzero_si256();
-    for (int64_t i = 0; i < body; i += 32) {
-        __m256i qv = _mm256_loadu_si256((const __m256i *)(q + i));
-        __m256i rv = _mm256_loadu_si256((const __m256i *)(row + i));
-        __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(qv), _mm256_sign_epi8(rv, qv));
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, ones));
-    }
-    return acc;
+ * s16; feeding it |q| (once per 32 bytes, shared by four rows) and sign(row, q) gives
+ * |q| * row * sign(q) = q * row, with |pair| <= 2 * 127 * 127 < 32767: exact for codes
+ * in [-127, 127]. Four rows go side by side: for a batch (rows reused from L2) this
+ * measured ~25% faster than rows one after the other. Streaming 1M rows for one query,
+ * the hardware prefetcher did not keep up with four short interleaved streams (9 GB/s
+ * against 19 GB/s for f32); a software prefetch 2 KB ahead made that scan ~30% faster. */
+INLINE __m256i i8_step(__m256i acc, __m256i row, __m256i qabs, __m256i qv, __m256i ones) {
+    __m256i p = _mm256_maddubs_epi16(qabs, _mm256_sign_epi8(row, qv));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, ones));
 }
 
 TARGET static void dot_i8(const int8_t *codes, const int64_t *idx, int64_t nb, int64_t d,
                           const int8_t *q, int32_t *out) {
+    const __m256i ones = _mm256_set1_epi16(1);
     const int64_t body = d & ~(int64_t)31;
     for (int64_t u = 0; u < nb; u += 4) {
         int nr = nb - u < 4 ? (int)(nb - u) : 4;
         const int8_t *r[4];
         for (int t = 0; t < 4; t++) r[t] = codes + idx[u + (t < nr ? t : 0)] * d;
-        __m256i a0 = row_dot_i8(r[0], q, body);
-        __m256i a1 = nr > 1 ? row_dot_i8(r[1], q, body) : _mm256_setzero_si256();
-        __m256i a2 = nr > 2 ? row_dot_i8(r[2], q, body) : _mm256_setzero_si256();
-        __m256i a3 = nr > 3 ? row_dot_i8(r[3], q, body) : _mm256_setzero_si256();
+        /* 2 KB ahead of this group, two lines per step: the 4 x d bytes of a group in
+         * d / 32 steps (prefetch never faults, so running past the end is harmless). */
+        const char *pf = (const char *)r[0] + 2048;
+        __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+        for (int64_t i = 0; i < body; i += 32) {
+            _mm_prefetch(pf + 4 * i, _MM_HINT_T0);
+            _mm_prefetch(pf + 4 * i + 64, _MM_HINT_T0);
+            __m256i qv = _mm256_loadu_si256((const __m256i *)(q + i));
+            __m256i qa = _mm256_abs_epi8(qv);
+            a0 = i8_step(a0, _mm256_loadu_si256((const __m256i *)(r[0] + i)), qa, qv, ones);
+            a1 = i8_step(a1, _mm256_loadu_si256((const __m256i *)(r[1] + i)), qa, qv, ones);
+            a2 = i8_step(a2, _mm256_loadu_si256((const __m256i *)(r[2] + i)), qa, qv, ones);
+            a3 = i8_step(a3, _mm256_loadu_si256((const __m256i *)(r[3] + i)), qa, qv, ones);
+        }
         __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(a0, a1), _mm256_hadd_epi32(a2, a3));
         int32_t s[4];
         _mm_storeu_si128((__m128i *)s, _mm_add_epi32(_mm256_castsi256_si128(h),
