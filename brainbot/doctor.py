@@ -7,10 +7,13 @@ non-zero when any fails. Nothing here repairs anything: it says what to run.
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 
+import sqlean as sqlite3
+
 from . import model, store
-from .errors import BrainbotError
+from .errors import BrainbotError, StoreBusyError
 
 
 def _check(name: str, ok: bool, detail: str, fix: str = "") -> dict:
@@ -93,6 +96,26 @@ def _model_checks() -> list[dict]:
     return out
 
 
+def _open_fix(exc: BrainbotError, db_path) -> str:
+    """What to do about an index that does not open. --rebuild deletes the file, so it is
+    offered only for files that are brainbot's own."""
+    text, db_path = str(exc), shlex.quote(str(db_path))
+    if isinstance(exc, StoreBusyError):
+        return "wait for the running `brainbot index` to finish, then run doctor again"
+    if "newer brainbot" in text:
+        return "upgrade brainbot (pip install -U brainbot) or pass another --db"
+    if "not a brainbot index" in text:
+        return (f"pass another --db, or move {db_path} away; if it is a damaged brainbot "
+                f"index: brainbot index NOTES --db {db_path} --rebuild")
+    return f"brainbot index NOTES --db {db_path} --rebuild"
+
+
+def _roots(db) -> str:
+    roots = [r for (r,) in db.execute("SELECT DISTINCT root FROM documents ORDER BY root")
+             if not r.startswith("dataset:")]
+    return " ".join(shlex.quote(r) for r in roots) or "NOTES"
+
+
 def _db_checks(db_path) -> list[dict]:
     if not Path(db_path).exists():
         return [_check("database", False, f"no index at {db_path}",
@@ -102,22 +125,34 @@ def _db_checks(db_path) -> list[dict]:
 
         db = store.open_index(db_path, identity(), readonly=True)
     except BrainbotError as exc:
-        return [_check("database", False, str(exc),
-                       f"brainbot index NOTES --db {db_path} --rebuild")]
+        return [_check("database", False, str(exc), _open_fix(exc, db_path))]
+    try:
+        roots = _roots(db)
+    except sqlite3.DatabaseError:
+        roots = "NOTES"
+    db_arg = shlex.quote(str(db_path))
+    rebuild = f"brainbot index {roots} --db {db_arg} --rebuild"
+    out: list[dict] = []
     try:
         result = store.integrity(db)
-        out = [_check("database integrity", result == "ok", result,
-                      "restore from a backup or rebuild with --rebuild")]
+        out.append(_check("database integrity", result == "ok", result,
+                          f"restore {db_path} from a backup or rebuild it: {rebuild}"))
+        if result != "ok":
+            return out  # the checks below would read the damaged pages
         meta = store.read_meta(db)
         out.append(_check("fingerprint", True, meta.get("fingerprint", "?")))
         stale = stale_files(db)
         n = sum(len(v) for v in stale.values())
         out.append(_check("stale files", n == 0,
                           f"{len(stale['changed'])} changed, {len(stale['missing'])} missing, "
-                          f"{len(stale['new'])} new", "brainbot index NOTES"))
+                          f"{len(stale['new'])} new",
+                          f"brainbot index {roots} --db {db_arg}"))
         chunks, vectors = store.counts(db)["chunks"], store.counts(db)["embeddings"]
         out.append(_check("vectors", chunks == vectors, f"{vectors} vectors for {chunks} chunks",
-                          f"brainbot index NOTES --db {db_path} --rebuild"))
+                          rebuild))
+    except sqlite3.DatabaseError as exc:  # a damaged page met while checking
+        out.append(_check("database integrity", False, f"SQLite says: {exc}",
+                          f"restore {db_path} from a backup or rebuild it: {rebuild}"))
     finally:
         db.close()
     return out

@@ -156,20 +156,37 @@ class Indexer:
         try:
             if self.rebuild:
                 self._remove_db_files()
+                # The lock was on the file just unlinked: a second indexer opening the path
+                # now would get a new file and a lock of its own. Lock the new file (or be
+                # refused if one already has).
+                self.lock.__exit__()
+                self.lock.__enter__()
             self.db = store.open_index(self.db_path, self.identity, create=True)
-            with store.transaction(self.db):
-                store.write_identity(self.db, self.identity)
-            self._load_terms()
+            with store.translate_errors(self.db_path):
+                if not store.identity_recorded(self.db, self.identity):
+                    with store.transaction(self.db):
+                        store.write_identity(self.db, self.identity)
+                self._load_terms()
         except BaseException:
+            if self.db is not None:
+                self.db.close()
+                self.db = None
             self.lock.__exit__()
             raise
         self.started = time.perf_counter()
         return self
 
-    def __exit__(self, *exc) -> None:
-        if self.db is not None:
-            self.db.close()
-        self.lock.__exit__()
+    def __exit__(self, exc_type, *exc) -> None:
+        db, self.db = self.db, None
+        try:
+            if db is not None:
+                try:
+                    db.close()
+                except Exception as error:  # noqa: BLE001
+                    if exc_type is None:  # else the error in flight is the one to report
+                        raise StoreError(f"{self.db_path}: {error}") from None
+        finally:
+            self.lock.__exit__()
 
     def _remove_db_files(self) -> None:
         for suffix in ("", "-wal", "-shm"):
@@ -193,6 +210,10 @@ class Indexer:
     # -- public entry points -------------------------------------------------------------
     def index_paths(self, paths: Iterable[str | os.PathLike]) -> IndexStats:
         """Index folders or single files; removes vanished files under each folder."""
+        with store.translate_errors(self.db_path):
+            return self._index_paths(paths)
+
+    def _index_paths(self, paths: Iterable[str | os.PathLike]) -> IndexStats:
         for raw in paths:
             target = Path(raw)
             if not target.exists():
@@ -203,8 +224,8 @@ class Indexer:
                 root, scope = target.absolute().parent, {target.name}
             else:
                 root, scope = target.absolute(), None
-            self.index_sources(root.as_posix(), self._read_files(found.files), scope,
-                               total=len(found.files))
+            self._index_sources(root.as_posix(), self._read_files(found.files), scope,
+                                total=len(found.files))
         return self.finish()
 
     def finish(self) -> IndexStats:
@@ -216,6 +237,10 @@ class Indexer:
                       scope: set[str] | None = None, total: int | None = None) -> None:
         """Index ``sources`` under ``root``; documents of the root not seen are removed
         (only those named in ``scope`` when it is given)."""
+        with store.translate_errors(self.db_path):
+            self._index_sources(root, sources, scope, total)
+
+    def _index_sources(self, root: str, sources, scope, total) -> None:
         known = {path: (doc_id, sha, size, mtime) for doc_id, path, sha, size, mtime in
                  self.db.execute("SELECT id, path, sha256, size, mtime_ns FROM documents "
                                  "WHERE root = ?", (root,))}
@@ -301,7 +326,7 @@ class Indexer:
                 todo.setdefault(h, c.retrieval_text)
         if todo:
             vectors = self.embedder.embed(list(todo.values()))
-            for h, vec in zip(todo, vectors):
+            for h, vec in zip(todo, vectors, strict=True):
                 found[h] = np.ascontiguousarray(vec, dtype="<f4").tobytes()
         return found, len(todo)
 
@@ -319,7 +344,10 @@ class Indexer:
                         self._delete_documents([prior[0]])
                     self._insert_document(root, doc, chunks, vectors)
         except Exception:
-            self._load_terms()  # ids handed out in the failed transaction are void
+            try:
+                self._load_terms()  # ids handed out in the failed transaction are void
+            except Exception:  # noqa: BLE001 - the first error is the one to report
+                pass
             raise
         for doc, _ in batch:
             if known.get(doc.relpath):

@@ -12,15 +12,17 @@ Nothing here parses markdown or touches the database.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 EXTENSIONS = (".md", ".markdown")
 IGNORE_FILE = ".brainbotignore"
-# Notes past this size are reported and skipped: 50 MB is far beyond any real note and
+# Notes past this size are reported and skipped: 50 MiB is far beyond any real note and
 # keeps one pathological file from holding the index hostage (measured: a 20 MB note
 # chunks in seconds).
 MAX_FILE_BYTES = 50 * 1024 * 1024
@@ -86,7 +88,16 @@ def discover(root: Path, *, follow_outside: bool = False) -> Discovery:
     root_real = root.resolve()
     spec = _ignore_spec(root)
     seen_dirs: set[tuple[int, int]] = set()
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=True, onerror=None):
+
+    def unreadable(exc: OSError) -> None:  # a folder os.walk cannot list: report it
+        where = Path(exc.filename) if exc.filename else root
+        try:
+            rel = where.relative_to(root).as_posix()
+        except ValueError:
+            rel = str(where)
+        found.problems.append(Problem(rel, f"unreadable folder: {exc.strerror or exc}"))
+
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True, onerror=unreadable):
         here = Path(dirpath)
         try:
             st = here.stat()
@@ -126,15 +137,23 @@ def discover(root: Path, *, follow_outside: bool = False) -> Discovery:
 
 def _add_file(found: Discovery, root: Path, root_real: Path, path: Path, rel: str,
               follow_outside: bool) -> None:
-    if path.is_symlink() and not follow_outside and not _inside(path, root_real):
-        found.problems.append(Problem(rel, "symlink leads outside the indexed folder"))
-        return
     try:
         st = path.stat()
     except OSError as exc:
-        found.problems.append(Problem(rel, f"cannot stat: {exc.strerror or exc}"))
+        if exc.errno == errno.ELOOP:
+            reason = "symlink loop"
+        elif path.is_symlink() and exc.errno == errno.ENOENT:
+            reason = "broken symlink: its target does not exist"
+        else:
+            reason = f"cannot stat: {exc.strerror or exc}"
+        found.problems.append(Problem(rel, reason))
         return
-    if not path.is_file():
+    if path.is_symlink() and not follow_outside and not _inside(path, root_real):
+        found.problems.append(Problem(rel, "symlink leads outside the indexed folder"))
+        return
+    if not stat.S_ISREG(st.st_mode):
+        # A FIFO would block the reader forever; a socket or a device is no note either.
+        found.problems.append(Problem(rel, "not a regular file (a FIFO, socket or device)"))
         return
     found.files.append(NoteFile(root, rel, st.st_size, st.st_mtime_ns))
 
@@ -168,7 +187,8 @@ def read_note(path: Path, *, max_bytes: int = MAX_FILE_BYTES) -> NoteText:
     try:
         size = path.stat().st_size
         if size > max_bytes:
-            raise UnreadableNote(f"too large ({size / 1e6:.1f} MB > {max_bytes / 1e6:.0f} MB limit)")
+            raise UnreadableNote(
+                f"too large ({size / 2**20:.1f} MiB > {max_bytes / 2**20:.0f} MiB limit)")
         with open(path, "rb") as handle:
             data = handle.read()
     except OSError as exc:

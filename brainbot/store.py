@@ -21,15 +21,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 import sqlean as sqlite3
 
-from .errors import IncompatibleIndexError, StoreBusyError, StoreError
+from .errors import IncompatibleIndexError, InputError, StoreBusyError, StoreError
 
 SCHEMA_VERSION = 1
 # Readers wait this long for a writer's commit instead of failing with "database is
 # locked"; WAL keeps readers and the single writer out of each other's way otherwise.
+# BRAINBOT_BUSY_TIMEOUT_MS overrides it (tests lower it; a slow network disk may raise it).
 BUSY_TIMEOUT_MS = 30_000
+BUSY_TIMEOUT_ENV = "BRAINBOT_BUSY_TIMEOUT_MS"
 
 
 _M001_INITIAL = """
@@ -117,41 +120,99 @@ class IndexIdentity:
         return meta
 
 
+def busy_timeout_ms() -> int:
+    """BUSY_TIMEOUT_MS, or the BRAINBOT_BUSY_TIMEOUT_MS override."""
+    raw = os.environ.get(BUSY_TIMEOUT_ENV)
+    if raw is None or not raw.strip():
+        return BUSY_TIMEOUT_MS
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise InputError(f"{BUSY_TIMEOUT_ENV} must be a whole number of milliseconds, not {raw!r}")
+    return value
+
+
+def _read_only_medium(target: Path) -> bool:
+    """Whether ``target`` lies on a read-only mount: SQLite cannot create the -shm file
+    a WAL reader needs there, and no writer can be changing the file either."""
+    try:
+        read_only = bool(os.statvfs(target).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):  # AttributeError: no statvfs (Windows)
+        return False
+    wal = Path(str(target) + "-wal")
+    return read_only and (not wal.exists() or wal.stat().st_size == 0)
+
+
 def connect(path: str | os.PathLike, *, readonly: bool = False) -> sqlite3.Connection:
-    """Open a SQLite connection with brainbot's pragmas (no schema checks)."""
+    """Open a SQLite connection with brainbot's pragmas (no schema checks).
+
+    WAL mode is switched on by open_index() once the file is known to be a brainbot
+    index: switching it here would rewrite the header of another application's file.
+    """
     target = Path(path)
     if readonly and not target.exists():
         raise StoreError(f"no index at {target}; create it with `brainbot index NOTES --db {target}`")
     if target.exists() and not target.is_file():
         raise StoreError(f"{target} is not a file")
     try:
-        # Readers open the file normally (not ?mode=ro): a read-only connection to a WAL
-        # file fails when the -shm file does not exist yet. They simply never write.
-        db = sqlite3.connect(str(target), isolation_level=None, check_same_thread=False)
-        db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        db.execute("PRAGMA foreign_keys = ON")
-        if not readonly:
-            db.execute("PRAGMA journal_mode = WAL")
-            db.execute("PRAGMA synchronous = NORMAL")
+        if readonly and _read_only_medium(target):
+            # On a read-only mount SQLite cannot create the -shm file a WAL reader needs;
+            # nothing can write there either, so the file may be read as immutable.
+            uri = f"file:{quote(target.absolute().as_posix())}?mode=ro&immutable=1"
+            db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+        else:
+            # Readers open the file normally (not ?mode=ro): a read-only connection to a
+            # WAL file fails when the -shm file does not exist yet. They simply never write.
+            db = sqlite3.connect(str(target), isolation_level=None, check_same_thread=False)
     except sqlite3.DatabaseError as exc:
         raise _translate(exc, target) from None
+    try:
+        db.execute(f"PRAGMA busy_timeout = {busy_timeout_ms()}")
+        db.execute("PRAGMA foreign_keys = ON")
+        if not readonly:
+            db.execute("PRAGMA synchronous = NORMAL")
+    except BaseException as exc:
+        db.close()
+        if isinstance(exc, sqlite3.DatabaseError):
+            raise _translate(exc, target) from None
+        raise
     return db
 
 
 def _translate(exc: Exception, target: Path) -> StoreError:
+    """A SQLite error as one sentence that names the file and what to do."""
     text = str(exc)
     if "not a database" in text or "malformed" in text or "file is encrypted" in text:
         return IncompatibleIndexError(
-            f"{target} is not a brainbot index (SQLite says: {text}); pass another --db "
-            "or move the file away"
+            f"{target} is not a brainbot index or is damaged (SQLite says: {text}); pass "
+            "another --db or move the file away (if it is a damaged brainbot index, rebuild "
+            f"it with `brainbot index NOTES --db {target} --rebuild`)"
         )
     if "locked" in text or "busy" in text:
-        return StoreBusyError(f"{target} is locked by another process ({text}); try again")
-    if "readonly" in text or "read-only" in text:
-        return StoreError(f"{target} is read-only ({text}); check its permissions")
+        return StoreBusyError(f"{target} is locked by another process ({text}); wait for it "
+                              "to finish and try again")
+    if ("readonly" in text or "read-only" in text
+            or ("unable to open" in text and not os.access(target.parent, os.W_OK))):
+        return StoreError(f"{target} is read-only ({text}); it and its folder must be "
+                          "writable (check permissions, `chattr -i`, the mount) or pass "
+                          "another --db")
     if "disk" in text and "full" in text:
-        return StoreError(f"disk full while writing {target}; nothing from this batch was kept")
+        return StoreError(f"disk full while writing {target}; nothing from this batch was "
+                          "kept: free some space and run again")
+    if "disk I/O error" in text:
+        return StoreError(f"I/O error on {target} ({text}); check the disk, then run again")
     return StoreError(f"{target}: {text}")
+
+
+@contextmanager
+def translate_errors(target: str | os.PathLike) -> Iterator[None]:
+    """Turn SQLite errors raised inside the block into StoreError naming ``target``."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise _translate(exc, Path(target)) from None
 
 
 def schema_version(db: sqlite3.Connection) -> int:
@@ -163,19 +224,27 @@ def _is_empty(db: sqlite3.Connection) -> bool:
     return row[0] == 0
 
 
+def _check_ours(db: sqlite3.Connection, target: Path) -> None:
+    """Refuse a SQLite file of another application before anything reads its version
+    (its user_version means nothing to us) or writes to it."""
+    if _is_empty(db):
+        return
+    names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if "meta" not in names or "chunks" not in names:
+        raise IncompatibleIndexError(
+            f"{target} is a SQLite file but not a brainbot index; pass another --db"
+        )
+
+
 def migrate(db: sqlite3.Connection, target: Path) -> None:
     """Bring the file up to SCHEMA_VERSION, one numbered migration at a time."""
+    _check_ours(db, target)
     version = schema_version(db)
     if version > SCHEMA_VERSION:
         raise IncompatibleIndexError(
             f"{target} was written by a newer brainbot (schema {version}, this one reads "
             f"{SCHEMA_VERSION}); upgrade brainbot or use another --db"
         )
-    if version == 0 and not _is_empty(db):
-        if db.execute("SELECT 1 FROM sqlite_master WHERE name='chunks'").fetchone() is None:
-            raise IncompatibleIndexError(
-                f"{target} is a SQLite file but not a brainbot index; pass another --db"
-            )
     for step in range(version, SCHEMA_VERSION):
         # executescript() commits whatever is open before it runs, so the transaction
         # lives inside the script itself.
@@ -194,10 +263,16 @@ def transaction(db: sqlite3.Connection, *, immediate: bool = True) -> Iterator[N
     db.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
     try:
         yield
+        db.execute("COMMIT")
     except BaseException:
-        db.execute("ROLLBACK")
+        # After some errors (a full disk, an I/O error) SQLite has already rolled back;
+        # a second error from ROLLBACK must not hide the first one.
+        if db.in_transaction:
+            try:
+                db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
         raise
-    db.execute("COMMIT")
 
 
 def read_meta(db: sqlite3.Connection) -> dict[str, str]:
@@ -223,9 +298,20 @@ def check_identity(db: sqlite3.Connection, identity: IndexIdentity, target: Path
             )
 
 
+def _identity_rows(identity: IndexIdentity) -> list[tuple[str, str]]:
+    return list(identity.as_meta().items()) + [("schema_version", str(SCHEMA_VERSION))]
+
+
+def identity_recorded(db: sqlite3.Connection, identity: IndexIdentity) -> bool:
+    """Whether meta already holds ``identity``: then there is nothing to write, and a run
+    with nothing to do leaves the file as it was, byte for byte, and needs no write lock."""
+    meta = read_meta(db)
+    return all(meta.get(key) == value for key, value in _identity_rows(identity))
+
+
 def write_identity(db: sqlite3.Connection, identity: IndexIdentity) -> None:
-    rows = list(identity.as_meta().items()) + [("schema_version", str(SCHEMA_VERSION))]
-    db.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", rows)
+    db.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                   _identity_rows(identity))
 
 
 def open_index(path: str | os.PathLike, identity: IndexIdentity | None = None,
@@ -239,6 +325,7 @@ def open_index(path: str | os.PathLike, identity: IndexIdentity | None = None,
     db = connect(target, readonly=readonly)
     try:
         if readonly:
+            _check_ours(db, target)
             version = schema_version(db)
             if version != SCHEMA_VERSION:
                 if version > SCHEMA_VERSION:
@@ -251,6 +338,8 @@ def open_index(path: str | os.PathLike, identity: IndexIdentity | None = None,
             migrate(db, target)
         if identity is not None:
             check_identity(db, identity, target)
+        if not readonly:
+            db.execute("PRAGMA journal_mode = WAL")
     except sqlite3.DatabaseError as exc:
         db.close()
         raise _translate(exc, target) from None
