@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from . import kernel, lexical, model, store
-from .errors import InputError
+from .errors import IncompatibleIndexError, InputError
 
 MODES = ("bm25", "vector", "hybrid")
 # Candidates each leg hands to fusion. 100 covers recall@100 for the eval and costs
@@ -71,11 +71,31 @@ class Searcher:
         self.db_path = Path(db_path)
         self.db = store.open_index(self.db_path, readonly=True)
         self.meta = store.read_meta(self.db)
+        self._check_compatible()
         self.precision = precision
         self._embedder = embedder
         self._loaded = False
         self._postings_cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self.k = kernel.active()
+
+    def _check_compatible(self) -> None:
+        """Vectors and terms only compare with ours when model and analyzer match."""
+        wanted = {"model": model.MODEL_ID, "model_sha256": model.weights_sha256(),
+                  "dimension": str(model.DIMENSION)}
+        for key, ours in wanted.items():
+            theirs = self.meta.get(key)
+            if theirs is not None and theirs != ours:
+                self.db.close()
+                raise IncompatibleIndexError(
+                    f"{self.db_path} was built with {key} {theirs!r}, this brainbot uses "
+                    f"{ours!r}; rebuild it with `brainbot index NOTES --db {self.db_path} "
+                    "--rebuild`")
+        chunker = self.meta.get("chunker")
+        if chunker and not chunker.endswith("+" + lexical.ANALYZER_VERSION):
+            self.db.close()
+            raise IncompatibleIndexError(
+                f"{self.db_path} was built with another text analyzer ({chunker}); rebuild "
+                f"it with `brainbot index NOTES --db {self.db_path} --rebuild`")
 
     def close(self) -> None:
         self.db.close()
@@ -107,11 +127,16 @@ class Searcher:
         self.avgdl = lexical.average_length(self.lengths)
         self._loaded = True
 
-    def _positions(self, chunk_rowids: np.ndarray) -> np.ndarray:
-        pos = np.searchsorted(self.rowids, chunk_rowids)
-        pos = np.clip(pos, 0, max(len(self.rowids) - 1, 0))
-        ok = self.rowids[pos] == chunk_rowids if len(self.rowids) else np.zeros(0, bool)
-        return pos[ok].astype(np.int32)
+    def _positions(self, chunk_rowids: np.ndarray, with_mask: bool = False):
+        """Kernel positions of chunk row ids (rows written after we loaded are dropped)."""
+        if len(self.rowids) == 0:
+            ok = np.zeros(len(chunk_rowids), bool)
+            pos = np.zeros(0, np.int32)
+        else:
+            pos = np.clip(np.searchsorted(self.rowids, chunk_rowids), 0, len(self.rowids) - 1)
+            ok = self.rowids[pos] == chunk_rowids
+            pos = pos[ok].astype(np.int32)
+        return (pos, ok) if with_mask else pos
 
     def _postings(self, term: str) -> tuple[np.ndarray, np.ndarray]:
         cached = self._postings_cache.get(term)
@@ -120,8 +145,8 @@ class Searcher:
                 "SELECT p.chunk, p.tf FROM postings p JOIN terms t ON t.id = p.term "
                 "WHERE t.term = ? ORDER BY p.chunk", (term,)).fetchall()
             arr = np.array(rows, dtype=np.int64).reshape(-1, 2)
-            pos = self._positions(arr[:, 0])
-            tfs = arr[:, 1].astype(np.float32)[: len(pos)]
+            pos, ok = self._positions(arr[:, 0], with_mask=True)
+            tfs = arr[:, 1].astype(np.float32)[ok]
             cached = (pos, tfs)
             if len(self._postings_cache) < 50_000:
                 self._postings_cache[term] = cached
