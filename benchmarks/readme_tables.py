@@ -52,6 +52,12 @@ def eval_section() -> str:
             "(except for rerank, which embeds sentences too).", "",
             _table(["mode", "nDCG@10", "published anchor", "target", "recall@10",
                     "recall@100", "MRR@10", "p50 ms", "p95 ms"], rows)]
+    i8 = _load("eval_nfcorpus_int8.json")
+    if i8:
+        parts = [f"{mode} {m['ndcg@10']:.4f} (fp32 {nf['modes'][mode]['ndcg@10']:.4f})"
+                 for mode, m in i8["modes"].items() if mode in nf["modes"]]
+        text += ["", "The same eval on an index embedded with `--precision int8` "
+                 "(`brainbot eval --beir … --precision int8`): " + ", ".join(parts) + "."]
     q = _load("eval_questions.json")
     if q:
         k = q["k"]
