@@ -125,9 +125,26 @@ def search_section() -> str:
             "round-robin in one process.\n\n" + s["markdown"].replace("\n### ", "\n#### "))
 
 
+def index_section() -> str:
+    ix = _load("index.json")
+    dw = _load("index_dwarves.json")
+    if not ix:
+        return ""
+    text = ["### Indexing",
+            f"`python benchmarks/bench_index.py` — no-op re-index of {ix['files']:,} files: "
+            f"{ix['noop_library_s']} s in the library, {ix['noop_cli_process_s']} s as a "
+            f"fresh `brainbot index` process (target ≤ {ix['target_s']} s)."]
+    if dw:
+        text.append(
+            f"All of `dwarves-brain` ({dw['files']} notes): first index {dw['seconds']} s, "
+            f"{dw['chunks']:,} chunks, {dw['db_mb']} MB database; no-op re-index "
+            f"{dw['noop_cli_s']} s (`brainbot index`, whole process).")
+    return "\n".join(text)
+
+
 def build() -> str:
     parts = [p for p in (eval_section(), search_section(), embed_section(),
-                         chunking_section()) if p]
+                         chunking_section(), index_section()) if p]
     return "## Results\n\nMachine: 2-core AMD EPYC VM, 24 GB, shared and noisy; every " \
            "figure is from one run of the command named, anchors side by side.\n\n" + \
            "\n\n".join(parts)
