@@ -108,14 +108,14 @@ def rerank_llm(query: str, hits: list, client=None, model: str | None = None) ->
     """Claude grades the top candidates; ties keep the first-stage order."""
     import anthropic
 
-    from .agent import default_model
+    from .agent import DEFAULT_MODEL
 
     head, tail = hits[:RERANK_DEPTH], hits[RERANK_DEPTH:]
     client = client or anthropic.Anthropic()
     passages = "\n\n".join(f"<passage index={i}>\n{h.text[:1500]}\n</passage>"
                            for i, h in enumerate(head))
     msg = client.messages.create(
-        model=model or default_model(), max_tokens=400, system=LLM_PROMPT,
+        model=model or os.environ.get("BRAINBOT_MODEL") or DEFAULT_MODEL, max_tokens=400, system=LLM_PROMPT,
         messages=[{"role": "user", "content": f"<query>{query}</query>\n\n{passages}"}])
     text = "".join(b.text for b in msg.content if getattr(b, "type", "") == "text")
     try:
