@@ -141,6 +141,7 @@ class Searcher:
     def _postings(self, term: str) -> tuple[np.ndarray, np.ndarray]:
         cached = self._postings_cache.get(term)
         if cached is None:
+            self._load()
             rows = self.db.execute(
                 "SELECT p.chunk, p.tf FROM postings p JOIN terms t ON t.id = p.term "
                 "WHERE t.term = ? ORDER BY p.chunk", (term,)).fetchall()
