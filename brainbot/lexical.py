@@ -1,8 +1,8 @@
 """The BM25 side: the analyzer, postings rows, and query-time CSR assembly.
 
 The analyzer lowercases, splits on unicode word characters (CJK ideographs and kana
-become one token each, since they are not space-separated), drops English stop words
-and applies the Porter stemmer: the same pipeline as Lucene's EnglishAnalyzer, which is
+become one token each, since they are not space-separated), drops English stop words,
+folds accented Latin letters to ASCII and applies the Porter stemmer: the same pipeline as Lucene's EnglishAnalyzer, which is
 what Pyserini's BM25 baselines use. Whether stemming and stop words help is settled by
 ``brainbot eval`` (see README, "Retrieval quality").
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
@@ -29,7 +30,7 @@ BM25_K1 = 1.2
 BM25_B = 0.75
 # Tokens longer than this are hashes, base64 or URLs glued together: never useful terms.
 MAX_TERM_CHARS = 40
-ANALYZER_VERSION = "en-porter-stop-v1"
+ANALYZER_VERSION = "en-porter-stop-fold-v2"
 
 # Lucene's EnglishAnalyzer stop set (ENGLISH_STOP_WORDS_SET), 33 words.
 STOP_WORDS = frozenset(
@@ -41,8 +42,25 @@ _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _TOKEN = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+")
 
 
+def fold(token: str) -> str:
+    """Drop accents from Latin letters ("kyōto" -> "kyoto", "naïve" -> "naive"), as
+    Lucene's ASCIIFoldingFilter does for them; other scripts are left whole (folding
+    would turn Japanese "が" into "か")."""
+    out = []
+    for ch in token:
+        parts = unicodedata.normalize("NFKD", ch)
+        base = parts[0]
+        if base.isascii() and all(unicodedata.combining(c) for c in parts[1:]):
+            out.append(base)
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
 @lru_cache(maxsize=1 << 18)
 def _normalise(token: str) -> str:
+    if not token.isascii():
+        token = fold(token).lower()  # "𝒥" folds to "J"
     return stem(token) if token.isascii() else token
 
 
