@@ -143,6 +143,17 @@ class Chunk:
     source_tokens: int
     retrieval_tokens: int
 
+    @classmethod
+    def from_record(cls, record: dict) -> Chunk:
+        """The inverse of to_record (records from `brainbot chunks` or the database)."""
+        meta, meas = record["metadata"], record["measurements"]
+        return cls(
+            record["chunk_id"], int(record["chunk_index"]), meta["source_file"],
+            tuple(meta["heading_path"]), record["source_text"], record["retrieval_text"],
+            int(meta["start_line"]), int(meta["end_line"]), int(meta["start_char"]),
+            int(meta["end_char"]), int(meas["source_tokens"]), int(meas["retrieval_tokens"]),
+        )
+
     def to_record(self) -> dict:
         """The chunk record of DESIGN.md, one line of `brainbot chunks`."""
         return {

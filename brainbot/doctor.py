@@ -147,7 +147,8 @@ def _db_checks(db_path) -> list[dict]:
                           f"{len(stale['changed'])} changed, {len(stale['missing'])} missing, "
                           f"{len(stale['new'])} new",
                           f"brainbot index {roots} --db {db_arg}"))
-        chunks, vectors = store.counts(db)["chunks"], store.counts(db)["embeddings"]
+        tally = store.counts(db)
+        chunks, vectors = tally["chunks"], tally["embeddings"]
         out.append(_check("vectors", chunks == vectors, f"{vectors} vectors for {chunks} chunks",
                           rebuild))
     except sqlite3.DatabaseError as exc:  # a damaged page met while checking

@@ -224,7 +224,7 @@ class Indexer:
                 root, scope = target.absolute().parent, {target.name}
             else:
                 root, scope = target.absolute(), None
-            self._index_sources(root.as_posix(), self._read_files(found.files), scope,
+            self._index_sources(root.as_posix(), found.files, scope,
                                 total=len(found.files))
         return self.finish()
 
@@ -284,9 +284,6 @@ class Indexer:
             self.stats.removed += len(gone)
 
     # -- steps ----------------------------------------------------------------------------
-    def _read_files(self, files: list[notes.NoteFile]) -> Iterable[notes.NoteFile]:
-        yield from files
-
     def _read(self, note: notes.NoteFile) -> SourceDoc | None:
         try:
             read = notes.read_note(note.path)

@@ -12,7 +12,6 @@ into terms and the postings table into the CSR arrays the kernel reads.
 
 from __future__ import annotations
 
-import math
 import re
 import unicodedata
 from collections import Counter
@@ -122,12 +121,3 @@ def assemble(postings: list[tuple[str, np.ndarray, np.ndarray]], n_docs: int) ->
 
 def average_length(lengths: np.ndarray) -> float:
     return float(lengths.mean()) if len(lengths) else 1.0
-
-
-def describe() -> str:
-    return ANALYZER_VERSION
-
-
-def bm25_upper(idf_value: float, k1: float = BM25_K1) -> float:
-    """The largest score one term can add (tf -> inf), for explanations."""
-    return idf_value * (k1 + 1.0) if math.isfinite(idf_value) else 0.0

@@ -540,6 +540,15 @@ def list_item_starts(text: str, block: Block) -> list[int]:
     Top-level items are the marker lines at the smallest marker indentation; lines inside a
     fence opened within an item never start an item.
     """
+    return _marker_lines(text, block, top_level=True)
+
+
+def marker_lines(text: str, block: Block) -> list[int]:
+    """Line indexes (relative to the block) that start an item at any depth."""
+    return _marker_lines(text, block, top_level=False)
+
+
+def _marker_lines(text: str, block: Block, *, top_level: bool) -> list[int]:
     lines = text[block.start_char : block.end_char].split("\n")
     base = _indent(lines[0])
     starts = [0]
@@ -554,26 +563,9 @@ def list_item_starts(text: str, block: Block) -> list[int]:
         if opened is not None:
             fence = (opened[0], opened[1])
             continue
-        if _indent(line) <= base and _list_marker(line) is not None:
-            starts.append(k)
-    return starts
-
-
-def marker_lines(text: str, block: Block) -> list[int]:
-    """Line indexes (relative to the block) that start an item at any depth."""
-    lines = text[block.start_char : block.end_char].split("\n")
-    starts = [0]
-    fence: tuple[str, int] | None = None
-    for k, line in enumerate(lines[1:], start=1):
-        stripped = line.lstrip(" \t")
-        if fence is not None:
-            if fence_closes(stripped, *fence):
-                fence = None
-            continue
-        opened = fence_open(stripped)
-        if opened is not None:
-            fence = (opened[0], opened[1])
-            continue
-        if _list_marker(stripped) is not None:
+        if top_level:
+            if _indent(line) <= base and _list_marker(line) is not None:
+                starts.append(k)
+        elif _list_marker(stripped) is not None:
             starts.append(k)
     return starts

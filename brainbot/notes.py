@@ -16,7 +16,6 @@ import errno
 import hashlib
 import os
 import stat
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -198,7 +197,3 @@ def read_note(path: Path, *, max_bytes: int = MAX_FILE_BYTES) -> NoteText:
     text, warnings = decode(data)
     return NoteText(text, hashlib.sha256(data).hexdigest(), tuple(warnings))
 
-
-def iter_roots(paths: list[str]) -> Iterator[Path]:
-    for raw in paths:
-        yield Path(raw)

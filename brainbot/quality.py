@@ -50,35 +50,8 @@ WORST_FILES = 5
 DEFAULT_PARAMS = ChunkParams()
 
 
-@dataclass
-class _Rec:
-    source_file: str
-    chunk_index: int
-    heading_path: tuple[str, ...]
-    source_text: str
-    retrieval_text: str
-    start_line: int
-    end_line: int
-    start_char: int
-    end_char: int
-    source_tokens: int
-    retrieval_tokens: int
-
-
-def _rec(item) -> _Rec:
-    if isinstance(item, Chunk):
-        return _Rec(
-            item.source_file, item.chunk_index, tuple(item.heading_path), item.source_text,
-            item.retrieval_text, item.start_line, item.end_line, item.start_char,
-            item.end_char, item.source_tokens, item.retrieval_tokens,
-        )
-    meta, meas = item["metadata"], item["measurements"]
-    return _Rec(
-        meta["source_file"], int(item["chunk_index"]), tuple(meta["heading_path"]),
-        item["source_text"], item["retrieval_text"], int(meta["start_line"]),
-        int(meta["end_line"]), int(meta["start_char"]), int(meta["end_char"]),
-        int(meas["source_tokens"]), int(meas["retrieval_tokens"]),
-    )
+def _rec(item) -> Chunk:
+    return item if isinstance(item, Chunk) else Chunk.from_record(item)
 
 
 @dataclass
@@ -188,7 +161,7 @@ def _size_points(tokens: int, params: ChunkParams, alone: bool) -> float:
 # --- one file ----------------------------------------------------------------------------
 
 
-def _rebuild(recs: list[_Rec]) -> str:
+def _rebuild(recs: list[Chunk]) -> str:
     """The note as its chunks show it; unknown whitespace becomes spaces and newlines."""
     parts: list[str] = []
     pos, line = 0, 1
@@ -253,7 +226,7 @@ def _at_line_end(text: str, e: int) -> bool:
 
 
 class _FileCheck:
-    def __init__(self, recs: list[_Rec], text: str, params: ChunkParams, counter_of) -> None:
+    def __init__(self, recs: list[Chunk], text: str, params: ChunkParams, counter_of) -> None:
         self.recs = sorted(recs, key=lambda r: r.chunk_index)
         self.text = text
         self.params = params
@@ -290,7 +263,7 @@ class _FileCheck:
         t.cut_fences, t.cut_table_rows, t.forced_cuts = self.cuts()
         return t
 
-    def heading_only(self, r: _Rec) -> bool:
+    def heading_only(self, r: Chunk) -> bool:
         k = bisect_right(self.block_ends, r.start_char)
         kinds = set()
         while k < len(self.blocks) and self.blocks[k].start_char < r.end_char:
@@ -514,7 +487,7 @@ def assess(
             holder.append(TokenCounter())
         return holder[0]
 
-    by_file: dict[str, list[_Rec]] = {}
+    by_file: dict[str, list[Chunk]] = {}
     for item in chunks:
         rec = _rec(item)
         by_file.setdefault(rec.source_file, []).append(rec)

@@ -52,7 +52,7 @@ def snippet(text: str, query: str, style: Style, width: int = SNIPPET_CHARS) -> 
     flat = " ".join(text.split())
     wanted = set(lexical.analyze(query))
     words = list(_WORD.finditer(flat))
-    hits = [m for m in words if lexical.analyze(m.group()) and lexical.analyze(m.group())[0] in wanted]
+    hits = [m for m in words if _is_wanted(m.group(), wanted)]
     start = 0
     if hits and len(flat) > width:
         best, best_n = hits[0].start(), 0
@@ -66,10 +66,14 @@ def snippet(text: str, query: str, style: Style, width: int = SNIPPET_CHARS) -> 
     suffix = "…" if start + width < len(flat) else ""
 
     def light(m: re.Match) -> str:
-        terms = lexical.analyze(m.group())
-        return style.mark(m.group()) if terms and terms[0] in wanted else m.group()
+        return style.mark(m.group()) if _is_wanted(m.group(), wanted) else m.group()
 
     return prefix + _WORD.sub(light, printable(window)) + suffix
+
+
+def _is_wanted(word: str, wanted: set[str]) -> bool:
+    terms = lexical.analyze(word)
+    return bool(terms) and terms[0] in wanted
 
 
 def heading(path: list[str]) -> str:

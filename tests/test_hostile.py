@@ -230,15 +230,14 @@ def test_unreadable_file_simulated(tmp_path, vault, counting, monkeypatch):
         return real_open(path, *args, **kwargs)
 
     monkeypatch.setattr(notes, "open", guarded_open, raising=False)
-    original = Indexer._read_files
+    original = notes.discover
 
-    def vanishing(self, files):
-        for f in original(self, files):
-            if f.relpath == "alpha.md":
-                f.path.unlink()
-            yield f
+    def vanishing(root, **kwargs):  # alpha.md disappears between discovery and reading
+        found = original(root, **kwargs)
+        (root / "alpha.md").unlink()
+        return found
 
-    monkeypatch.setattr(Indexer, "_read_files", vanishing)
+    monkeypatch.setattr(notes, "discover", vanishing)
     with Indexer(tmp_path / "b.db", embedder=counting) as ix:
         stats = ix.index_paths([vault])
     assert {p.path: p.reason for p in stats.skipped} == {
