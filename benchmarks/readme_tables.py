@@ -66,7 +66,24 @@ def eval_section() -> str:
         text += ["", f"Question set `examples/questions.jsonl` ({q['answerable']} answerable of "
                  f"{q['questions']}), `brainbot eval --questions … -k {k}`:", "",
                  _table(["mode", f"hit@{k}", "hit@1", f"recall@{k}", "MRR"], qrows)]
-    return "\n".join(text)
+    return "\n".join(text + answers_section())
+
+
+def answers_section() -> list[str]:
+    a = _load("eval_answers.json")
+    if not a:
+        return []
+    rows = [[f"`{r['dataset']}`", r["mode"],
+             f"{r['answered']}/{r['answerable']} ({r['answered_rate']:.0%})",
+             f"{r['refused']}/{r['questions'] - r['answerable']} ({r['refused_rate']:.0%})"]
+            for r in a["sets"].values()]
+    return ["", "### Answers: `brainbot ask`",
+            "`brainbot eval --questions FILE --answers`, with no API key (so the extractive "
+            "answer). Answered: a citation quotes the expected fact. The holdout set was "
+            "written after the extractive scorer was tuned on the first, by someone who had "
+            "not seen its code. The target, ≥ 90 % on each side, is not met: telling a near miss from an answer takes reading, which is the Claude path's job.", "",
+            _table(["question set", "answers", "answerable answered", "unanswerable refused"],
+                   rows)]
 
 
 def embed_section() -> str:

@@ -165,9 +165,13 @@ def cmd_eval(args) -> int:
     from . import evaluate
 
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if args.answers and not args.questions:
+        raise InputError("--answers needs --questions FILE.jsonl")
     if args.beir:
         result = evaluate.run_beir(Path(args.beir), db=args.db, split=args.split, modes=modes,
                                    limit=args.limit, precision=args.precision)
+    elif args.answers:
+        result = evaluate.run_answers(Path(args.questions), db=args.db or _db_default())
     elif args.questions:
         result = evaluate.run_questions(Path(args.questions), db=args.db or _db_default(),
                                         modes=modes, k=args.k)
@@ -176,7 +180,8 @@ def cmd_eval(args) -> int:
     if args.json:
         _emit_json(result)
     else:
-        print(evaluate.format_result(result))
+        show = evaluate.format_answers if args.answers else evaluate.format_result
+        print(show(result))
     return 0
 
 
@@ -298,6 +303,8 @@ def build_parser() -> argparse.ArgumentParser:
     _db_option(p, default=False)
     p.add_argument("--split", default="test")
     p.add_argument("--modes", default="bm25,vector,hybrid")
+    p.add_argument("--answers", action="store_true",
+                   help="with --questions: measure `brainbot ask` answers, not retrieval")
     p.add_argument("-k", type=_positive, default=10)
     p.add_argument("--limit", type=int, default=None, help="only the first N queries")
     p.add_argument("--precision", choices=["fp32", "int8"], default="fp32",

@@ -5,7 +5,9 @@ BEIR and MTEB do), a document scores as its best chunk, and nDCG@10 follows trec
 (linear gain, ``ndcg_cut.10``), so the numbers compare with the published ones. Question
 sets: each question names where its answer lives (``path``, ``path#Heading`` or
 ``path:10-20``); we report hit@k, recall@k and MRR per mode, and keep the unanswerable
-questions apart, with the top scores they got, for calibrating refusal.
+questions apart, with the top scores they got, for calibrating refusal. With
+``answers`` the question set measures ``brainbot ask`` itself: the expected fact cited, or
+a refusal where the notes do not hold the answer.
 
 This module measures; it does not tune anything by itself.
 """
@@ -248,6 +250,52 @@ def run_questions(path: Path, *, db: str, modes: list[str] | None = None, k: int
         }
     searcher.close()
     return result
+
+
+def run_answers(path: Path, *, db: str, searcher=None) -> dict:
+    """What ``brainbot ask`` answers (Claude with a key, else extractive): an answerable
+    question counts as answered when a citation quotes one of its ``answer_contains``
+    strings (case-insensitive), an unanswerable one when it is refused."""
+    from .agent import ask
+    from .search import Searcher
+
+    questions = load_questions(path)
+    own = searcher is None
+    searcher = searcher or Searcher(db)
+    rows, modes = [], set()
+    try:
+        for q in questions:
+            answer = ask(q["question"], db=db, searcher=searcher)
+            modes.add(answer.mode)
+            quoted = " ".join(c.cited_text.lower() for c in answer.citations)
+            if q["answerable"]:
+                ok = not answer.refused and any(
+                    s.lower() in quoted for s in q.get("answer_contains", []))
+            else:
+                ok = answer.refused
+            rows.append({"question": q["question"], "answerable": q["answerable"], "ok": ok,
+                         "refused": answer.refused, "stop_reason": answer.stop_reason})
+    finally:
+        if own:
+            searcher.close()
+    answerable = [r for r in rows if r["answerable"]]
+    unanswerable = [r for r in rows if not r["answerable"]]
+    right, refused = sum(r["ok"] for r in answerable), sum(r["ok"] for r in unanswerable)
+    return {"dataset": str(path), "questions": len(rows), "answerable": len(answerable),
+            "mode": "+".join(sorted(modes)),
+            "answered": right, "answered_rate": round(right / max(len(answerable), 1), 4),
+            "refused": refused, "refused_rate": round(refused / max(len(unanswerable), 1), 4),
+            "wrong": [r["question"] for r in rows if not r["ok"]]}
+
+
+def format_answers(result: dict) -> str:
+    n_u = result["questions"] - result["answerable"]
+    lines = [f"dataset: {result['dataset']} ({result['mode']} answers)",
+             f"answerable answered with the expected fact cited: {result['answered']}/"
+             f"{result['answerable']} ({result['answered_rate']:.0%})",
+             f"unanswerable refused: {result['refused']}/{n_u} ({result['refused_rate']:.0%})"]
+    lines += [f"  wrong: {q}" for q in result["wrong"]]
+    return "\n".join(lines)
 
 
 def format_result(result: dict) -> str:

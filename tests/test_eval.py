@@ -3,6 +3,7 @@ examples question set, so a retrieval regression fails CI."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -80,3 +81,29 @@ def test_hybrid_beats_each_leg(question_results):
 def test_unanswerable_reported_apart(question_results):
     un = question_results["modes"]["hybrid"]["unanswerable"]
     assert len(un) == question_results["questions"] - question_results["answerable"] > 0
+
+
+def test_eval_answers_counts_cited_facts_and_refusals(tmp_path, examples_db, capsys,
+                                                      monkeypatch):
+    from fake_anthropic import no_credentials
+
+    from brainbot.cli import main
+
+    no_credentials(monkeypatch, tmp_path)
+    qs = tmp_path / "q.jsonl"
+    qs.write_text(
+        '{"question": "What\'s my sourdough starter called?", "answerable": true,'
+        ' "expected": ["cooking/sourdough.md"], "answer_contains": ["Gerald"]}\n'
+        '{"question": "What\'s my sourdough starter called?", "answerable": true,'
+        ' "expected": ["cooking/sourdough.md"], "answer_contains": ["Bartholomew"]}\n'
+        '{"question": "What is the capital of Australia?", "answerable": false}\n',
+        encoding="utf-8")
+    assert main(["eval", "--questions", str(qs), "--answers", "--db", str(examples_db),
+                 "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert (result["mode"], result["answered"], result["answerable"]) == ("extractive", 1, 2)
+    assert (result["refused"], result["refused_rate"]) == (1, 1.0)
+    assert result["wrong"] == ["What's my sourdough starter called?"]
+    assert main(["eval", "--answers", "--db", str(examples_db)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "brainbot: error: --answers needs --questions FILE.jsonl")

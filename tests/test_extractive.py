@@ -35,8 +35,8 @@ def no_key(monkeypatch, tmp_path):
     no_credentials(monkeypatch, tmp_path)
 
 
-def questions():
-    return [json.loads(line) for line in QUESTIONS.read_text(encoding="utf-8").splitlines()
+def questions(path: Path = QUESTIONS):
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
             if line.strip()]
 
 
@@ -66,6 +66,22 @@ def test_hard_wrapped_prose_stays_one_sentence():
     text = "This sentence is wrapped\nacross two lines. And a second one\nalso wrapped."
     assert [u.text for u in extractive.units_of(chunk(text))] == [
         "This sentence is wrapped\nacross two lines.", "And a second one\nalso wrapped."]
+
+
+def test_a_heading_inside_the_chunk_is_context_for_the_units_under_it():
+    text = "## Read\n\n- Piranesi, loved it\n\n## Abandoned\n\n- Clean Architecture at p. 90\n"
+    units = extractive.units_of(chunk(text))
+    assert [(u.text, u.context) for u in units if u.text.startswith("-")] == [
+        ("- Piranesi, loved it", "Read"), ("- Clean Architecture at p. 90", "Abandoned")]
+
+
+def test_a_sentence_in_two_overlapping_chunks_is_one_unit():
+    first = chunk("First sentence here. Shared sentence at the seam.", 1, 0)
+    second = chunk("Shared sentence at the seam. Third sentence here.", 1, 21)
+    units = extractive.distinct([*extractive.units_of(first, 0), *extractive.units_of(second, 1)])
+    assert [(u.text, u.rank) for u in units] == [
+        ("First sentence here.", 0), ("Shared sentence at the seam.", 0),
+        ("Third sentence here.", 1)]
 
 
 def test_unit_source_has_the_units_own_lines_and_chars():
@@ -107,11 +123,12 @@ def test_units_always_point_at_nonblank_text_inside_the_chunk(lines):
     ("What time did the flight leave?", "We left Geneva by plane.", False),
     ("When is Alex's birthday?", "Alex: 12 March.", True),
     ("How many books?", "twelve books", True),
-    ("Who will pair with Wei?", "Priya pairs on it.", True),  # soft: a bonus, not a filter
+    ("Who will pair with Wei?", "Then Priya pairs on it.", True),
+    ("Who will pair with Wei?", "Next the parser work pairs with Wei.", False),  # asked
 ])
 def test_answer_types(question, text, holds):
     hard = [kind for asks, kind, must in extractive.ANSWER_TYPES if asks.search(question) and must]
-    assert all(extractive._holds(kind, text) for kind in hard) is holds
+    assert all(extractive._holds(kind, text, question) for kind in hard) is holds
 
 
 def test_question_words_are_not_coverage_terms():
@@ -198,23 +215,17 @@ def test_refusal_calibration_per_mode(searcher):
     assert REFUSE_BELOW < min(table["vector"][True])  # never refuses an answerable one
 
 
-def test_extractive_rates(searcher, examples_db):
+@pytest.mark.parametrize("name, floors", [
+    ("questions.jsonl", (0.5, 0.58)),  # dev: SUPPORT_MIN was chosen on it; 52 %, 67 %
+    ("questions-holdout.jsonl", (0.42, 0.66)),  # written after; 46 %, 75 %
+])
+def test_extractive_rates(searcher, examples_db, name, floors):
     """Answerable: a citation quotes an answer_contains string. Unanswerable: refused.
-    Measured 29/48 (60 %) and 5/12 (42 %); see SUPPORT_MIN for the trade-off."""
-    answered = refused = n_answerable = n_unanswerable = 0
-    for q in questions():
-        answer = ask(q["question"], db=examples_db, searcher=searcher)
-        assert answer.mode == "extractive"
-        if q["answerable"]:
-            n_answerable += 1
-            quoted = " ".join(c.cited_text.lower() for c in answer.citations)
-            answered += not answer.refused and any(
-                s.lower() in quoted for s in q["answer_contains"])
-        else:
-            n_unanswerable += 1
-            refused += answer.refused
-    print(f"extractive: answerable {answered}/{n_answerable} "
-          f"({answered / n_answerable:.0%}), unanswerable refused {refused}/{n_unanswerable} "
-          f"({refused / n_unanswerable:.0%})")
-    assert answered / n_answerable >= 0.55
-    assert refused / n_unanswerable >= 0.33
+    The floors sit one question under the measured rates (see SUPPORT_MIN)."""
+    from brainbot.evaluate import format_answers, run_answers
+
+    result = run_answers(REPO / "examples" / name, db=examples_db, searcher=searcher)
+    print(format_answers(result))
+    assert result["mode"] == "extractive"
+    assert result["answered_rate"] >= floors[0]
+    assert result["refused_rate"] >= floors[1]
