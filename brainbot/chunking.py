@@ -709,7 +709,8 @@ class _Packer:
             prefix, n = self.prefix(p.path, self.hard - content)
             start = atoms.start[p.first]
             line_start = text.rfind("\n", 0, start) + 1
-            if text[line_start:start].isspace():
+            if (text[line_start:start].isspace()
+                    and atoms.end[p.last] - line_start <= self.params.max_chars):
                 start = line_start  # keep the indentation of the first line with it
             spans.append((start, atoms.end[p.last], p.path, prefix, n))
         return self.verify(spans)
