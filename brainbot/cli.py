@@ -186,7 +186,8 @@ def cmd_eval(args) -> int:
 
 
 def cmd_ask(args) -> int:
-    from .agent import ask, format_answer
+    from .agent import ask
+    from .answers import format_answer
 
     answer = ask(args.text, db=args.db, k=args.k, model=args.model,
                  show_context=args.show_context, stream=sys.stdout.isatty() and not args.json)

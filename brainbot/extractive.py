@@ -21,7 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import lexical
-from .agent import REFUSAL, REFUSE_BELOW, Answer, Citation, Source, check_fresh
+from .agent import REFUSE_BELOW
+from .answers import REFUSAL, Answer, Citation, Source, check_fresh
 from .markdown import marker_lines, parse
 from .sentences import split_sentences
 

@@ -28,8 +28,9 @@ from fake_anthropic import (
     tool_use,
 )
 
-from brainbot import agent
-from brainbot.agent import REFUSAL, SYSTEM_PROMPT, ask, format_answer
+from brainbot import agent, tools
+from brainbot.agent import SYSTEM_PROMPT, ask
+from brainbot.answers import REFUSAL, format_answer
 from brainbot.errors import AnswerError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -246,14 +247,14 @@ def test_tool_round_trip_search_then_read(fake, searcher):
         assert all(b["type"] == "search_result" and b["citations"] == {"enabled": True}
                    for b in found["content"] + read["content"])
         (block,) = read["content"]
-        assert block["source"] == f"cooking/sourdough.md:1-{agent.MAX_READ_LINES}"
+        assert block["source"] == f"cooking/sourdough.md:1-{tools.MAX_READ_LINES}"
         return message(text("1:5:5 by weight.", [cite(body, len(search_results(body)) - 1)]))
 
     fake.push(answer_from_read)
     answer = run(fake, searcher)
     assert answer.steps == 2 and not answer.refused
     assert answer.citations[0].start_line == 1
-    assert answer.citations[0].end_line == agent.MAX_READ_LINES
+    assert answer.citations[0].end_line == tools.MAX_READ_LINES
     assert answer.usage == {"input_tokens": 200, "output_tokens": 40}
     # the assistant turn went back verbatim, then one user turn of tool results
     second = fake.bodies[1]["messages"]

@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from brainbot import extractive
-from brainbot.agent import REFUSAL, REFUSE_BELOW, Source, ask, check_fresh, format_answer
+from brainbot.agent import REFUSE_BELOW, ask
+from brainbot.answers import REFUSAL, Source, check_fresh, format_answer
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples" / "notes"

@@ -1,0 +1,174 @@
+"""What an answer is: its records, how its citations are verified, and how it prints.
+
+A Source is one search_result block exactly as sent; an Answer holds the text, its
+verified Citations and the ones dropped, with the reason. A citation verifies when its
+text lies inside the block it points at and that block still matches the file on disk;
+the Claude path (``agent.py``) and the offline one (``extractive.py``) both check this
+way. A refusal is REFUSAL followed by the NEAREST chunks. Printed text has its control
+characters escaped: note text may hold terminal escapes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import sources
+
+NEAREST = 3
+REFUSAL = "I couldn't find this in your notes"
+EXTRACTIVE_LABEL = "extractive answer (no API key)"
+
+
+# -- records --------------------------------------------------------------------------
+@dataclass
+class Source:
+    """One search_result block we sent: the exact text shown and where it lives on disk."""
+
+    path: str
+    root: str
+    start_line: int
+    end_line: int
+    heading_path: list[str]
+    text: str
+    start_char: int
+    end_char: int
+
+    @property
+    def source(self) -> str:
+        return f"{self.path}:{self.start_line}-{self.end_line}"
+
+    @property
+    def title(self) -> str:
+        return " > ".join(self.heading_path) or self.path
+
+    def block(self) -> dict:
+        return {"type": "search_result", "source": self.source, "title": self.title,
+                "content": [{"type": "text", "text": self.text}],
+                "citations": {"enabled": True}}
+
+
+@dataclass
+class Citation:
+    n: int
+    path: str
+    start_line: int
+    end_line: int
+    heading_path: list[str]
+    cited_text: str
+    verified: bool = True
+
+    def to_dict(self) -> dict:
+        return {"n": self.n, "path": self.path, "start_line": self.start_line,
+                "end_line": self.end_line, "heading_path": self.heading_path,
+                "cited_text": self.cited_text, "verified": self.verified}
+
+    @property
+    def location(self) -> str:
+        return f"{self.path}:{self.start_line}-{self.end_line}"
+
+
+@dataclass
+class Answer:
+    question: str
+    answer: str
+    refused: bool
+    mode: str  # "claude" | "extractive"
+    citations: list[Citation] = field(default_factory=list)
+    steps: int = 0
+    usage: dict = field(default_factory=dict)
+    dropped: list[dict] = field(default_factory=list)
+    nearest: list[dict] = field(default_factory=list)
+    model: str | None = None
+    stop_reason: str = "end_turn"
+    evidence: float | None = None  # best question-chunk cosine (REFUSE_BELOW)
+    support: float | None = None  # extractive: best quotable unit's score (SUPPORT_MIN)
+    streamed: bool = False  # the model's text already went to the terminal
+
+    def to_dict(self) -> dict:
+        return {"answer": self.answer, "refused": self.refused, "mode": self.mode,
+                "citations": [c.to_dict() for c in self.citations], "steps": self.steps,
+                "usage": self.usage, "dropped": self.dropped, "nearest": self.nearest,
+                "model": self.model, "stop_reason": self.stop_reason,
+                "evidence": _round(self.evidence), "support": _round(self.support)}
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(float(value), 4)
+
+
+# -- verification ---------------------------------------------------------------------
+def _norm(text: str) -> str:
+    return " ".join(text.split()).replace("\u2019", "'")
+
+
+def check_fresh(src: Source, cache: dict | None = None) -> str | None:
+    """None when the file on disk still holds ``src.text`` at its span, else why not."""
+    cache = {} if cache is None else cache
+    key = (src.root, src.path)
+    if key not in cache:
+        cache[key] = sources.read_document_text(src.root, src.path)
+    text = cache[key]
+    if text is None:
+        return "stale: the note is gone from disk since it was indexed"
+    if text[src.start_char:src.end_char] != src.text:
+        return "stale: the note changed on disk since it was indexed"
+    return None
+
+
+def verify(src: Source | None, cited_text: str, claimed_source: str | None,
+           cache: dict) -> str | None:
+    """None when a citation verifies, else the reason it is dropped."""
+    if src is None:
+        return "cites a search result that was never sent"
+    if claimed_source is not None and claimed_source != src.source:
+        return f"source {claimed_source!r} does not match the result it points at"
+    if not _norm(cited_text) or _norm(cited_text) not in _norm(src.text):
+        return "cited text is not inside the returned chunk"
+    return check_fresh(src, cache)
+
+
+def dropped_entry(src: Source | None, cited_text: str, reason: str, claimed: str = "") -> dict:
+    where = src.source if src else claimed
+    return {"source": where, "cited_text": cited_text[:300], "reason": reason}
+
+
+# -- refusal --------------------------------------------------------------------------
+def nearest(srcs: list[Source], hits, query: str) -> list[dict]:
+    from .render import Style, snippet
+
+    return [{"path": s.path, "start_line": s.start_line, "end_line": s.end_line,
+             "heading_path": s.heading_path, "score": round(float(h.score), 6),
+             "snippet": snippet(s.text, query, Style(False))}
+            for s, h in list(zip(srcs, hits, strict=False))[:NEAREST]]
+
+
+# -- terminal output ------------------------------------------------------------------------
+def safe_text(text: str) -> str:
+    """Escape control characters (note text may hold terminal escapes) but keep newlines."""
+    return "".join(ch if ch in "\n\t" or ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+def format_answer(answer: Answer) -> str:
+    """The answer for a terminal: text with [n] markers, then the sources they point at."""
+    lines = []
+    if answer.mode == "extractive":
+        lines.append(EXTRACTIVE_LABEL)
+    if answer.refused:
+        lines.append(REFUSAL + ".")
+        if answer.nearest:
+            lines += ["", "Nearest notes:"]
+            for i, n in enumerate(answer.nearest, 1):
+                where = f"{n['path']}:{n['start_line']}-{n['end_line']}"
+                head = f" ({' > '.join(n['heading_path'])})" if n["heading_path"] else ""
+                lines.append(f"  {i}. {where}{head}")
+                lines.append(f"     {n['snippet']}")
+    else:
+        if not answer.streamed:
+            lines.append(answer.answer)
+        lines.append("")
+        for c in answer.citations:
+            head = f" ({' > '.join(c.heading_path)})" if c.heading_path else ""
+            lines.append(f"[{c.n}] {c.location}{head}")
+    for d in answer.dropped:
+        lines.append(f"dropped citation {d['source'] or '?'}: {d['reason']}")
+    return safe_text("\n".join(lines).strip("\n"))

@@ -1,0 +1,183 @@
+"""Shared by the reliability tests: run the CLI in a subprocess, snapshot a database and
+check its cross-table invariants."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import sqlean
+from conftest import REPO
+
+DIM_BYTES = 384 * 4
+
+# Runs `brainbot` (cli.main) with test hooks read from the environment:
+#   BB_TEST_BATCH=n        chunks per write transaction (indexer.BATCH_CHUNKS)
+#   BB_TEST_KILL_AT=where:n  SIGKILL this process at the n-th
+#        insert  document inserted (inside its batch's transaction, before COMMIT)
+#        delete  document deleted (removal phase, or an updated note's old version)
+#        commit  committed transaction (the identity write counts when there is one)
+#   BB_TEST_PAUSE=s        sleep s seconds after each commit (stretches a run)
+#   BB_TEST_ANNOUNCE=1     print "bb-test: begin" on stderr before each write transaction
+HARNESS = r'''
+import os, signal, sys, time
+from contextlib import contextmanager
+
+import brainbot.indexer as ix
+from brainbot import store
+
+if os.environ.get("BB_TEST_BATCH"):
+    ix.BATCH_CHUNKS = int(os.environ["BB_TEST_BATCH"])
+where, _, n = os.environ.get("BB_TEST_KILL_AT", "").partition(":")
+pause = float(os.environ.get("BB_TEST_PAUSE", "0"))
+announce = bool(os.environ.get("BB_TEST_ANNOUNCE"))
+seen = {"insert": 0, "delete": 0, "commit": 0}
+
+def tick(kind):
+    seen[kind] += 1
+    if kind == where and seen[kind] == int(n):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+insert = ix.Indexer._insert_document
+def _insert(self, *args, **kwargs):
+    insert(self, *args, **kwargs)
+    tick("insert")
+ix.Indexer._insert_document = _insert
+
+delete = ix.Indexer._delete_documents
+def _delete(self, ids):
+    for doc_id in ids:
+        delete(self, [doc_id])
+        tick("delete")
+ix.Indexer._delete_documents = _delete
+
+transaction = store.transaction
+@contextmanager
+def _transaction(db, **kwargs):
+    if announce:
+        print("bb-test: begin", file=sys.stderr, flush=True)
+    with transaction(db, **kwargs):
+        yield
+    tick("commit")
+    if pause:
+        time.sleep(pause)
+store.transaction = _transaction
+
+from brainbot.cli import main
+sys.exit(main(sys.argv[1:]))
+'''
+
+
+def write_harness(folder: Path) -> Path:
+    path = folder / "harness.py"
+    path.write_text(HARNESS, encoding="utf-8")
+    return path
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env["NO_COLOR"] = "1"
+    env.pop("BRAINBOT_DB", None)
+    env.update(extra)
+    return env
+
+
+def run_cli(*argv: str, env: dict | None = None, timeout: float = 900,
+            **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "brainbot", *map(str, argv)], cwd=REPO,
+                          env=env or cli_env(), capture_output=True, text=True,
+                          timeout=timeout, **kwargs)
+
+
+def one_line_error(result: subprocess.CompletedProcess) -> str:
+    """The CLI's failure contract: non-zero exit, exactly one line on stderr, no traceback."""
+    assert result.returncode != 0, result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("brainbot: error: "), result.stderr
+    return lines[0]
+
+
+def db_files(db: Path) -> list[Path]:
+    return [Path(str(db) + s) for s in ("", "-wal", "-shm") if Path(str(db) + s).exists()]
+
+
+def copy_db(src: Path, dst: Path) -> Path:
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(str(dst) + suffix)
+    for suffix in ("", "-wal"):
+        if Path(str(src) + suffix).exists():
+            shutil.copyfile(str(src) + suffix, str(dst) + suffix)
+    return dst
+
+
+def connect(db: Path):
+    return sqlean.connect(str(db), isolation_level=None)
+
+
+def snapshot(db_path: Path) -> dict:
+    """Everything that defines an index's content, independent of row ids."""
+    db = connect(db_path)
+    try:
+        return {
+            "documents": db.execute(
+                "SELECT path, sha256, size, mtime_ns, title, front_matter FROM documents "
+                "ORDER BY path").fetchall(),
+            "chunks": db.execute(
+                "SELECT d.path, c.chunk_id, c.chunk_index, c.heading_path, c.source_text, "
+                "c.retrieval_text, c.start_line, c.end_line, c.start_char, c.end_char, "
+                "c.source_tokens, c.retrieval_tokens, c.text_sha256, c.lexical_length, "
+                "e.vector FROM chunks c JOIN documents d ON d.id = c.document_id "
+                "JOIN embeddings e ON e.chunk = c.id ORDER BY d.path, c.chunk_index").fetchall(),
+            "postings": db.execute(
+                "SELECT t.term, c.chunk_id, p.tf FROM postings p JOIN terms t ON t.id = p.term "
+                "JOIN chunks c ON c.id = p.chunk ORDER BY 1, 2").fetchall(),
+            "df": db.execute("SELECT term, df FROM terms WHERE df > 0 ORDER BY term").fetchall(),
+            "meta": db.execute("SELECT key, value FROM meta ORDER BY key").fetchall(),
+        }
+    finally:
+        db.close()
+
+
+def check_consistent(db_path: Path) -> set[tuple]:
+    """integrity_check and every cross-table invariant; returns the committed documents
+    as (path, sha256, mtime_ns) rows.
+
+    Works on a copy of the database and its WAL, so the file the next run opens keeps
+    its hot WAL and that run really goes through SQLite's recovery.
+    """
+    if not db_path.exists():
+        return set()
+    probe = copy_db(db_path, db_path.with_name(db_path.name + ".probe"))
+    db = connect(probe)
+    try:
+        assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        assert db.execute("PRAGMA foreign_key_check").fetchall() == []
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if "chunks" not in tables:
+            return set()
+
+        def count(sql: str) -> int:
+            return db.execute(sql).fetchone()[0]
+
+        assert count("SELECT count(*) FROM chunks WHERE id NOT IN (SELECT chunk FROM embeddings)") == 0
+        assert count("SELECT count(*) FROM embeddings WHERE chunk NOT IN (SELECT id FROM chunks)") == 0
+        assert count(f"SELECT count(*) FROM embeddings WHERE length(vector) != {DIM_BYTES}") == 0
+        assert count("SELECT count(*) FROM postings WHERE chunk NOT IN (SELECT id FROM chunks)") == 0
+        assert count("SELECT count(*) FROM chunks WHERE document_id NOT IN "
+                     "(SELECT id FROM documents)") == 0
+        assert db.execute(
+            "SELECT t.term, t.df, count(p.chunk) FROM terms t LEFT JOIN postings p "
+            "ON p.term = t.id GROUP BY t.id HAVING t.df != count(p.chunk)").fetchall() == []
+        assert count("SELECT count(*) FROM (SELECT document_id FROM chunks GROUP BY document_id "
+                     "HAVING max(chunk_index) + 1 != count(*))") == 0
+        return set(db.execute("SELECT path, sha256, mtime_ns FROM documents"))
+    finally:
+        db.close()
+        for f in db_files(probe):
+            f.unlink()
