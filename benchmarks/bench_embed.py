@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from brainbot import export  # noqa: E402
-from brainbot.embed import Embedder, _pad, physical_cores  # noqa: E402
+from brainbot.embed import Embedder, physical_cores  # noqa: E402
 from brainbot.model import MAX_TOKENS, MODEL_ID, load_tokenizer, verified_model_dir  # noqa: E402
 
 SHARED = ROOT.parent / "shared"
@@ -86,11 +86,23 @@ def session_for(path: Path, threads: int):
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
+def pad(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids padded to the longest row only (the least work onnxruntime can be given;
+    the Embedder pads to 16-token buckets, so that cost shows in its ratio)."""
+    width = max(len(r) for r in rows)
+    ids = np.zeros((len(rows), width), np.int64)
+    mask = np.zeros((len(rows), width), np.int64)
+    for j, r in enumerate(rows):
+        ids[j, : len(r)] = r
+        mask[j, : len(r)] = 1
+    return ids, mask
+
+
 def prebatched(chunks: list[str], batch_size: int):
     """The limit's input: tokenized, sorted by length, padded; and the row order."""
     ids = [e.ids for e in load_tokenizer().encode_batch(chunks)]
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-    batches = [(order[b:b + batch_size], _pad([ids[i] for i in order[b:b + batch_size]]))
+    batches = [(order[b:b + batch_size], pad([ids[i] for i in order[b:b + batch_size]]))
                for b in range(0, len(order), batch_size)]
     return batches, ids
 
