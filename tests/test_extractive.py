@@ -132,6 +132,22 @@ def test_answer_types(question, text, holds):
     assert all(extractive._holds(kind, text, question) for kind in hard) is holds
 
 
+@pytest.mark.parametrize("question, text, fits", [
+    ("How much did the offsite end up costing?", "Offsite budget: €9,500 all-in.", False),
+    ("How much did the offsite end up costing?", "The offsite cost €8,870 in the end.", True),
+    ("What was the offsite budget in total?", "Offsite budget: €9,500 all-in.", True),
+    ("What was my finish time?", "Target: under 2:00:00.", False),
+    ("How much did the service cost?", "Booked for June at Hawthorne Auto.", False),
+    ("How much did the service cost?", "Paid 685 USD at Hawthorne Auto.", True),
+])
+def test_outcomes_are_not_answered_by_plans_and_costs_need_money(question, text, fits,
+                                                                   searcher):
+    unit = extractive.units_of(chunk(text))[0]
+    qvec = searcher.embedder.embed_query(question)
+    _, fit = extractive.score_units(question, qvec, [unit], searcher)
+    assert fit == [fits]
+
+
 def test_question_words_are_not_coverage_terms():
     from brainbot import lexical
 
@@ -217,8 +233,8 @@ def test_refusal_calibration_per_mode(searcher):
 
 
 @pytest.mark.parametrize("name, floors", [
-    ("questions.jsonl", (0.5, 0.58)),  # dev: SUPPORT_MIN was chosen on it; 52 %, 67 %
-    ("questions-holdout.jsonl", (0.42, 0.66)),  # written after; 46 %, 75 %
+    ("questions.jsonl", (0.5, 0.66)),  # dev: SUPPORT_MIN was chosen on it; 52 %, 75 %
+    ("questions-holdout.jsonl", (0.42, 0.75)),  # written after; 46 %, 83 %
 ])
 def test_extractive_rates(searcher, examples_db, name, floors):
     """Answerable: a citation quotes an answer_contains string. Unanswerable: refused.
