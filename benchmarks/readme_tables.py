@@ -58,12 +58,15 @@ def eval_section() -> str:
                  for mode, m in i8["modes"].items() if mode in nf["modes"]]
         text += ["", "The same eval on an index embedded with `--precision int8` "
                  "(`brainbot eval --beir … --precision int8`): " + ", ".join(parts) + "."]
-    q = _load("eval_questions.json")
-    if q:
+    for name in ("eval_questions.json", "eval_questions_holdout.json"):
+        q = _load(name)
+        if not q:
+            continue
         k = q["k"]
         qrows = [[mode, m[f"hit@{k}"], m["hit@1"], m[f"recall@{k}"], m["mrr"]]
                  for mode, m in q["modes"].items()]
-        text += ["", f"Question set `examples/questions.jsonl` ({q['answerable']} answerable of "
+        dataset = "examples/" + Path(q["dataset"]).name
+        text += ["", f"Question set `{dataset}` ({q['answerable']} answerable of "
                  f"{q['questions']}), `brainbot eval --questions … -k {k}`:", "",
                  _table(["mode", f"hit@{k}", "hit@1", f"recall@{k}", "MRR"], qrows)]
     return "\n".join(text + answers_section())
