@@ -1,6 +1,7 @@
 """No-op re-index time: how long `brainbot index` takes when nothing changed.
 
     python benchmarks/bench_index.py [--files 10000]
+    python benchmarks/bench_index.py --corpus ../shared/data/corpora/dwarves-brain
 
 Builds a vault of N small generated notes in a temporary folder, indexes it once with a
 deterministic stand-in embedder (hash-seeded unit vectors: the first build is not what
@@ -8,6 +9,10 @@ is measured, and embedding 10,000 chunks for real would take minutes), then time
 second run, which must embed nothing: in-process (the library) and as a fresh
 `python -m brainbot index` process (what a user waits for, interpreter start included).
 Writes benchmarks/results/index.json. Target (DESIGN.md): ≤ 2 s for 10,000 files.
+
+With --corpus, a real vault with the real embedder instead: the first `brainbot index`
+(chunk, embed, write) and three no-op re-runs, all as whole processes; writes
+benchmarks/results/index_<name>.json.
 """
 
 from __future__ import annotations
@@ -49,12 +54,43 @@ def make_vault(root: Path, n: int) -> None:
             f"project {i % 11}.\n", encoding="utf-8")
 
 
+def cli_index(vault: Path, db: Path) -> tuple[float, dict]:
+    """One `brainbot index --json` as a fresh process: (seconds, its summary)."""
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "brainbot", "index", str(vault), "--db",
+                           str(db), "--json"], check=True, capture_output=True, text=True,
+                          cwd=HERE.parent, env=dict(os.environ, PYTHONPATH=str(HERE.parent)))
+    return time.perf_counter() - t0, json.loads(done.stdout)
+
+
+def bench_corpus(corpus: Path, shown: Path) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "b.db"
+        first_s, first = cli_index(corpus, db)
+        noop = [cli_index(corpus, db)[0] for _ in range(3)]
+        size = sum(f.stat().st_size for f in Path(tmp).iterdir())
+    return {"command": f"brainbot index {shown} --db DB (then the same again, three times)",
+            "files": first["new"], "chunks": first["chunks"], "embedded": first["embedded"],
+            "seconds": round(first_s, 1), "db_mb": round(size / 1e6, 1),
+            "noop_cli_s": round(float(np.median(noop)), 2),
+            "noop_cli_runs_s": [round(t, 2) for t in noop],
+            "load_average": os.getloadavg(),
+            "note": "whole processes, interpreter start and model load included"}
+
+
 def main() -> int:
     from brainbot.indexer import Indexer
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--files", type=int, default=10_000)
+    parser.add_argument("--corpus", type=Path, help="a real vault, with the real embedder")
     args = parser.parse_args()
+    if args.corpus:
+        result = bench_corpus(args.corpus.resolve(), args.corpus)
+        name = args.corpus.resolve().name.split("-")[0]
+        (HERE / "results" / f"index_{name}.json").write_text(json.dumps(result, indent=2) + "\n")
+        print(json.dumps(result, indent=2))
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         vault, db = Path(tmp) / "vault", Path(tmp) / "b.db"
         make_vault(vault, args.files)
