@@ -6,8 +6,11 @@ rows, and blank-line groups of code. Each unit scores by how much of the questio
 weighted terms it covers (``lexical.analyze``, idf from the index) plus the cosine between
 its embedding and the question's; the best few become the answer, each cited with
 ``path:start-end`` of the unit's own lines and verified against the file like an API
-citation. It refuses like the Claude path when retrieval is off-topic (REFUSE_BELOW),
-and also when no unit that could answer scores SUPPORT_MIN: a model reads, this cannot.
+citation. A unit can answer only if it holds the kind of value asked for (a time, a
+date, a count, a name, an amount of money), every code or year of the question, and is
+not a plan when the outcome is asked. It refuses like the Claude path when retrieval is
+off-topic (REFUSE_BELOW), and also when no unit that could answer scores SUPPORT_MIN: a
+model reads, this cannot.
 
 It does not paraphrase, merge or reorder facts: it quotes, and says it is quoting.
 """
@@ -52,8 +55,7 @@ EMBED_CHARS = 400  # of a unit, for its vector: ~100 wordpieces; bounds a huge r
 # are retrieval's (the answer's chunk is not among the top CHUNKS).
 SUPPORT_MIN = 1.12
 
-# Words that say what kind of answer is wanted but never occur in it ("how", "did",
-# "long" of "how long"), and function words the analyzer keeps ("from", "per", "doesn").
+# Words that say what kind of answer is wanted but never occur in it ("how", "did").
 QUESTION_WORDS = frozenset(lexical.analyze(
     "what whats which who whom whose when where why how much many do does did doing done "
     "is am are was were been being has have had can could should would might may must "
@@ -65,12 +67,12 @@ _DAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday|mon|tue|wed|th
 _NUMBER_WORDS = ("one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|"
                  "twenty|thirty|forty|fifty|hundred|thousand|million|billion|half|dozen|once|"
                  "twice|thrice")
-# What a question asks for -> what a unit must hold to answer it (classic factoid-QA
-# answer typing). A question may ask for several kinds; a unit fits if it holds any.
 # What something cost is an amount of money: a currency sign or code next to a number (a
 # table row's currency may be in its header, which the unit's context holds).
 MONEY = re.compile(r"[$€£¥]\s?\d|\d\s?[$€£¥]|\b\d[\d,.]*\s?(?:usd|eur|gbp|jpy|chf|dollars?|"
                    r"euros?|yen|pounds?|francs?)\b|\b(?:usd|eur|gbp|jpy|chf)\b", re.I)
+# What a question asks for -> what a unit must hold to answer it (classic factoid-QA
+# answer typing). A question may ask for several kinds; a unit fits if it holds any.
 ANSWER_TYPES = [  # (question asks, unit must hold, hard: units without it cannot answer)
     (re.compile(r"\bwhat time\b|\bat what time\b", re.I),
      re.compile(r"\b\d{1,2}[:.h]\d{2}\b|\b\d{1,2}\s?(?:am|pm|a\.m\.|p\.m\.)|\bnoon\b|"
@@ -113,7 +115,7 @@ class Unit:
     src: Source  # its chunk
     start: int  # span in src.text
     end: int
-    context: str = ""  # a table's header row, shown to the scorer only
+    context: str = ""  # the heading above it in the chunk, a table's header row: for scoring
 
     @property
     def text(self) -> str:
