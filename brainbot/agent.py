@@ -24,7 +24,16 @@ from __future__ import annotations
 import os
 import sys
 
-from .answers import REFUSAL, Answer, Citation, _norm, dropped_entry, nearest, safe_text, verify
+from .answers import (
+    REFUSAL,
+    Answer,
+    Citation,
+    dropped_entry,
+    nearest,
+    safe_text,
+    squash_spaces,
+    verify,
+)
 from .errors import AnswerError
 from .tools import TOOLS, Session
 
@@ -221,7 +230,7 @@ class _Loop:
             answer.dropped.append({"source": "", "cited_text": "",
                                    "reason": "the answer repeated the system prompt"})
             answer.citations = []
-        if not answer.citations or REFUSAL.lower() in _norm(text).lower():
+        if not answer.citations or REFUSAL.lower() in squash_spaces(text).lower():
             answer.answer, answer.refused, answer.citations = REFUSAL, True, []
         return answer
 
@@ -270,8 +279,8 @@ def _as_params(content) -> list[dict]:
 def _leaks_prompt(text: str, n: int = LEAK_WORDS) -> bool:
     """Defence in depth, after the prompt's own rule: does the answer repeat any run of
     ``n`` consecutive words of the system prompt?"""
-    words = _norm(SYSTEM_PROMPT).lower().split()
-    flat = f" {_norm(text).lower()} "
+    words = squash_spaces(SYSTEM_PROMPT).lower().split()
+    flat = f" {squash_spaces(text).lower()} "
     return any(f" {' '.join(words[i:i + n])} " in flat for i in range(len(words) - n + 1))
 
 

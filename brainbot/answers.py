@@ -97,7 +97,9 @@ def _round(value: float | None) -> float | None:
 
 
 # -- verification ---------------------------------------------------------------------
-def _norm(text: str) -> str:
+def squash_spaces(text: str) -> str:
+    """Whitespace runs as one space and curly apostrophes as straight ones: the form in
+    which a quote and the text it cites are compared."""
     return " ".join(text.split()).replace("\u2019", "'")
 
 
@@ -122,7 +124,8 @@ def verify(src: Source | None, cited_text: str, claimed_source: str | None,
         return "cites a search result that was never sent"
     if claimed_source is not None and claimed_source != src.source:
         return f"source {claimed_source!r} does not match the result it points at"
-    if not _norm(cited_text) or _norm(cited_text) not in _norm(src.text):
+    quote = squash_spaces(cited_text)
+    if not quote or quote not in squash_spaces(src.text):
         return "cited text is not inside the returned chunk"
     return check_fresh(src, cache)
 
