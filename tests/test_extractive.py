@@ -139,6 +139,9 @@ def test_answer_types(question, text, holds):
     ("What was my finish time?", "Target: under 2:00:00.", False),
     ("How much did the service cost?", "Booked for June at Hawthorne Auto.", False),
     ("How much did the service cost?", "Paid 685 USD at Hawthorne Auto.", True),
+    ("What is Wei's salary?", "Logistics, salary band, visa.", False),
+    ("What is my passport number?", "Passport: check expiry, 6 months left", False),
+    ("What is my passport number?", "Passport number: X1234567, expires 2031.", True),
 ])
 def test_outcomes_are_not_answered_by_plans_and_costs_need_money(question, text, fits,
                                                                    searcher):
@@ -233,7 +236,7 @@ def test_refusal_calibration_per_mode(searcher):
 
 
 @pytest.mark.parametrize("name, floors", [
-    ("questions.jsonl", (0.5, 0.66)),  # dev: SUPPORT_MIN was chosen on it; 52 %, 75 %
+    ("questions.jsonl", (0.52, 0.66)),  # dev: SUPPORT_MIN was chosen on it; 54 %, 75 %
     ("questions-holdout.jsonl", (0.42, 0.75)),  # written after; 46 %, 83 %
 ])
 def test_extractive_rates(searcher, examples_db, name, floors):
