@@ -86,7 +86,8 @@ def answers_section() -> list[str]:
             "written after the extractive scorer was tuned on the first, by someone who had "
             "not seen its code; later rules (a planned value does not answer a question about "
             "the outcome; a cost, salary or budget is an amount of money; \"my X number\" is "
-            "an identifier) were written after reading its failures too, so it is no longer fully blind. The target, ≥ 90 % on each side, is not met: telling a near miss from an answer takes reading, which is the Claude path's job.", "",
+            "an identifier; \"how long\" is a duration; steps are a list) were written after "
+            "reading its failures too, so it is no longer fully blind. The target, ≥ 90 % on each side, is not met: telling a near miss from an answer takes reading, which is the Claude path's job.", "",
             _table(["question set", "answers", "answerable answered", "unanswerable refused"],
                    rows)]
 

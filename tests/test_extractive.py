@@ -142,6 +142,11 @@ def test_answer_types(question, text, holds):
     ("What is Wei's salary?", "Logistics, salary band, visa.", False),
     ("What is my passport number?", "Passport: check expiry, 6 months left", False),
     ("What is my passport number?", "Passport number: X1234567, expires 2031.", True),
+    ("How long did the restore take?", "| shipments-v7 | 212.0 | 410 | 12 |", False),
+    ("How long did the restore take?", "The restore took 5 h 40 min.", True),
+    ("How long did it take, and how many applied?", "312 people applied.", True),  # a part
+    ("What are the steps of the plum cake recipe?", "She listed eleven steps.", False),
+    ("What are the steps of the plum cake recipe?", "1. Halve the plums.", True),
 ])
 def test_outcomes_are_not_answered_by_plans_and_costs_need_money(question, text, fits,
                                                                    searcher):
@@ -236,8 +241,8 @@ def test_refusal_calibration_per_mode(searcher):
 
 
 @pytest.mark.parametrize("name, floors", [
-    ("questions.jsonl", (0.52, 0.66)),  # dev: SUPPORT_MIN was chosen on it; 54 %, 75 %
-    ("questions-holdout.jsonl", (0.42, 0.75)),  # written after; 46 %, 83 %
+    ("questions.jsonl", (0.52, 0.75)),  # dev: SUPPORT_MIN was chosen on it; 54 %, 83 %
+    ("questions-holdout.jsonl", (0.42, 0.83)),  # written after; 46 %, 92 %
 ])
 def test_extractive_rates(searcher, examples_db, name, floors):
     """Answerable: a citation quotes an answer_contains string. Unanswerable: refused.
