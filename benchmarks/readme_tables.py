@@ -49,7 +49,7 @@ def eval_section() -> str:
             "nDCG@10 as trec_eval (linear gain); each document indexed as `title + \"\\n\\n\" + "
             f"text` and chunked like a note ({nf['index']['chunks']:,} chunks); a document "
             "scores as its best chunk. Latency per query includes embedding the query "
-            "(except for rerank, which embeds sentences too).", "",
+            "in every mode but bm25 (rerank also embeds the candidates' sentences).", "",
             _table(["mode", "nDCG@10", "published anchor", "target", "recall@10",
                     "recall@100", "MRR@10", "p50 ms", "p95 ms"], rows)]
     i8 = _load("eval_nfcorpus_int8.json")
