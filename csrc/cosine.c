@@ -37,13 +37,8 @@ static void scan_rows(void *arg) {
     int64_t idx[BLOCK];
     const float *rows[4];
     for (int64_t b0 = t->begin; b0 < t->end; b0 += BLOCK) {
-        int64_t b1 = b0 + BLOCK < t->end ? b0 + BLOCK : t->end, nb = 0;
-        if (t->mask) {
-            for (int64_t i = b0; i < b1; i++)
-                if (t->mask[i]) idx[nb++] = i;
-        } else {
-            for (int64_t i = b0; i < b1; i++) idx[nb++] = i;
-        }
+        int64_t b1 = b0 + BLOCK < t->end ? b0 + BLOCK : t->end;
+        int64_t nb = bb_block_ids(t->mask, b0, b1, idx);
         if (t->nq == 1) {
             t->ops->dot_rows(t->matrix, idx, nb, t->d, t->queries, t->buf);
         } else {

@@ -302,6 +302,20 @@ int bb_parallel(int n_threads, void (*fn)(void *), void *args, size_t stride);
 /* 1 if every value of x[0..n) is finite. */
 int bb_all_finite(const float *x, int64_t n);
 
+/* The ids in [b0, b1) that mask allows (all of them when mask is NULL) into idx, in
+ * increasing order; returns how many. The scan loops score rows a block at a time. */
+static inline int64_t bb_block_ids(const uint8_t *mask, int64_t b0, int64_t b1,
+                                   int64_t *idx) {
+    int64_t nb = 0;
+    if (mask) {
+        for (int64_t i = b0; i < b1; i++)
+            if (mask[i]) idx[nb++] = i;
+    } else {
+        for (int64_t i = b0; i < b1; i++) idx[nb++] = i;
+    }
+    return nb;
+}
+
 #endif /* BB_KERNEL_INTERNAL */
 
 #endif /* BRAINBOT_KERNEL_H */

@@ -62,13 +62,8 @@ static void scan_codes(void *arg) {
     int64_t idx[BLOCK];
     int32_t dots[BLOCK];
     for (int64_t b0 = t->begin; b0 < t->end; b0 += BLOCK) {
-        int64_t b1 = b0 + BLOCK < t->end ? b0 + BLOCK : t->end, nb = 0;
-        if (t->mask) {
-            for (int64_t i = b0; i < b1; i++)
-                if (t->mask[i]) idx[nb++] = i;
-        } else {
-            for (int64_t i = b0; i < b1; i++) idx[nb++] = i;
-        }
+        int64_t b1 = b0 + BLOCK < t->end ? b0 + BLOCK : t->end;
+        int64_t nb = bb_block_ids(t->mask, b0, b1, idx);
         for (int64_t j = 0; j < t->nq; j++) {
             bb_heap *h = &t->heaps[j];
             t->ops->dot_i8(t->codes, idx, nb, t->d, t->qcodes + j * t->d, dots);

@@ -21,6 +21,20 @@ def need_shared(path: Path) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def counter():
+    """MiniLM's token counter, loaded once (skips when the model files are absent)."""
+    from brainbot.errors import ModelFilesError
+    from brainbot.tokens import TokenCounter
+
+    c = TokenCounter()
+    try:
+        _ = c.tokenizer
+    except ModelFilesError as exc:
+        pytest.skip(f"MiniLM tokenizer unavailable: {exc}")
+    return c
+
+
 class CountingEmbedder:
     """Wraps the real Embedder and counts the texts that reach the model."""
 

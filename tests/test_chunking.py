@@ -24,18 +24,6 @@ SMALL = ChunkParams(max_tokens=64, target_tokens=48, min_tokens=16, overlap_sent
 
 
 @pytest.fixture(scope="session")
-def counter() -> TokenCounter:
-    from brainbot.errors import ModelFilesError
-
-    c = TokenCounter()
-    try:
-        _ = c.tokenizer
-    except ModelFilesError as exc:
-        pytest.skip(f"MiniLM tokenizer unavailable: {exc}")
-    return c
-
-
-@pytest.fixture(scope="session")
 def fresh(counter) -> TokenCounter:
     """Same tokenizer, its own cache: recounts that do not trust the chunker's cache."""
     return TokenCounter(tokenizer=counter.tokenizer, cache_size=0)

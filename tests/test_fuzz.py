@@ -38,15 +38,8 @@ FUZZ = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow,
 
 
 @pytest.fixture(scope="module")
-def counters() -> tuple[TokenCounter, TokenCounter]:
+def counters(counter) -> tuple[TokenCounter, TokenCounter]:
     """(the chunker's counter, an uncached one that recounts)."""
-    from brainbot.errors import ModelFilesError
-
-    counter = TokenCounter()
-    try:
-        counter.tokenizer  # noqa: B018 - loads it
-    except ModelFilesError as exc:
-        pytest.skip(f"MiniLM tokenizer unavailable: {exc}")
     return counter, TokenCounter(tokenizer=counter.tokenizer, cache_size=0)
 
 

@@ -9,7 +9,6 @@ import pytest
 
 from brainbot.chunking import ChunkParams, chunk_text
 from brainbot.quality import assess
-from brainbot.tokens import TokenCounter
 
 NOTE = """---
 title: Sample
@@ -43,18 +42,6 @@ def add(a, b):
   - nested detail
 - third item
 """
-
-
-@pytest.fixture(scope="module")
-def counter() -> TokenCounter:
-    from brainbot.errors import ModelFilesError
-
-    c = TokenCounter()
-    try:
-        _ = c.tokenizer
-    except ModelFilesError as exc:
-        pytest.skip(f"MiniLM tokenizer unavailable: {exc}")
-    return c
 
 
 def records(text: str, spans, counter, source_file: str = "n.md", tokens=None) -> list[dict]:
