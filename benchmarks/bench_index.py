@@ -87,8 +87,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.corpus:
         result = bench_corpus(args.corpus.resolve(), args.corpus)
-        name = args.corpus.resolve().name.split("-")[0]
-        (HERE / "results" / f"index_{name}.json").write_text(json.dumps(result, indent=2) + "\n")
+        out = HERE / "results" / f"index_{args.corpus.resolve().name}.json"
+        out.write_text(json.dumps(result, indent=2) + "\n")
         print(json.dumps(result, indent=2))
         return 0
     with tempfile.TemporaryDirectory() as tmp:

@@ -150,7 +150,7 @@ def search_section() -> str:
 
 def index_section() -> str:
     ix = _load("index.json")
-    dw = _load("index_dwarves.json")
+    dw = _load("index_dwarves-brain.json")
     if not ix:
         return ""
     text = ["### Indexing",

@@ -257,6 +257,11 @@ def run_answers(path: Path, *, db: str, searcher=None) -> dict:
     from .search import Searcher
 
     questions = load_questions(path)
+    lacking = [q["question"] for q in questions
+               if q["answerable"] and not q.get("answer_contains")]
+    if lacking:
+        raise InputError(f"{path}: answerable question without answer_contains "
+                         f"(needed to judge answers): {lacking[0]!r}")
     own = searcher is None
     searcher = searcher or Searcher(db)
     rows, modes = [], set()
@@ -267,7 +272,7 @@ def run_answers(path: Path, *, db: str, searcher=None) -> dict:
             quoted = " ".join(c.cited_text.lower() for c in answer.citations)
             if q["answerable"]:
                 ok = not answer.refused and any(
-                    s.lower() in quoted for s in q.get("answer_contains", []))
+                    s.lower() in quoted for s in q["answer_contains"])
             else:
                 ok = answer.refused
             rows.append({"question": q["question"], "answerable": q["answerable"], "ok": ok,

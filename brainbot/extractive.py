@@ -99,7 +99,7 @@ ANSWER_TYPES = [  # (question asks, unit must hold, hard: units without it canno
                 r"min|mins|minutes?|h|hrs?|hours?|days?|nights?|weeks?|months?|years?|"
                 r"mm|cm|m|km|in|inch(?:es)?|ft|feet|miles?)\b|\bovernight\b|\d[:h]\d\d",
                 re.I), True),
-    # The steps of a procedure are a list (or code), not a sentence about them.
+    # The steps of a procedure are list items, not a sentence about them.
     (re.compile(r"\b(?:what|which) (?:are|were) the steps\b|\bstep[- ]by[- ]step\b", re.I),
      "steps", True),
     (re.compile(r"\bhow much\b.*\b(?:cost|costs|costing|spend|spent|pay|paid|charge|charged)\b|"
@@ -213,6 +213,8 @@ def units_of(src: Source, rank: int = 0) -> list[Unit]:
         elif block.kind == "heading" and block.heading not in src.heading_path:
             spans = [(a, b)]  # a "# comment" line of a code block the chunk cut open
             section = block.heading
+        elif block.kind == "heading":
+            section = ""  # back under the chunk's own heading path
         for s, e in spans:
             s, e = s + len(text[s:e]) - len(text[s:e].lstrip()), s + len(text[s:e].rstrip())
             if e - s >= MIN_UNIT_CHARS:
@@ -324,7 +326,7 @@ def _embed(embedder, texts: list[str]) -> np.ndarray:
 
 def _holds(kind, text: str, question: str = "") -> bool:
     if kind == "steps":
-        return bool(_MARKER.match(text)) or "\n" in text
+        return bool(_MARKER.match(text))
     if kind == "name":  # a capitalised word that does not merely start the sentence and
         asked = {w.lower() for w in re.findall(r"[^\W\d_]+", question)}  # is not asked
         words = re.findall(r"[^\W\d_]+", text)

@@ -118,3 +118,6 @@ def test_eval_answers_counts_cited_facts_and_refusals(tmp_path, examples_db, cap
     assert main(["eval", "--answers", "--db", str(examples_db)]) == 2
     assert capsys.readouterr().err.strip() == (
         "brainbot: error: --answers needs --questions FILE.jsonl")
+    qs.write_text('{"question": "Where?", "expected": ["a.md"]}\n', encoding="utf-8")
+    assert main(["eval", "--questions", str(qs), "--answers", "--db", str(examples_db)]) == 2
+    assert "without answer_contains" in capsys.readouterr().err

@@ -70,10 +70,12 @@ def test_hard_wrapped_prose_stays_one_sentence():
 
 
 def test_a_heading_inside_the_chunk_is_context_for_the_units_under_it():
-    text = "## Read\n\n- Piranesi, loved it\n\n## Abandoned\n\n- Clean Architecture at p. 90\n"
-    units = extractive.units_of(chunk(text))
+    text = ("## Read\n\n- Piranesi, loved it\n\n## Abandoned\n\n- Clean Architecture at p. 90"
+            "\n\n## N\n\n- back under the chunk's own heading\n")
+    units = extractive.units_of(chunk(text))  # heading path ["N"]
     assert [(u.text, u.context) for u in units if u.text.startswith("-")] == [
-        ("- Piranesi, loved it", "Read"), ("- Clean Architecture at p. 90", "Abandoned")]
+        ("- Piranesi, loved it", "Read"), ("- Clean Architecture at p. 90", "Abandoned"),
+        ("- back under the chunk's own heading", "")]
 
 
 def test_a_sentence_in_two_overlapping_chunks_is_one_unit():
