@@ -15,12 +15,22 @@ Checks, for every question:
   * conversely, every expected location contains at least one answer_contains string
     (so no listed location is a wrong guess).
 
+  * unanswerable questions carry "kind": "near_miss" or "off_topic"; answerable
+    ones carry no "kind".
+
 Standard library only. Run:  python examples/check_questions.py
+By default it checks examples/questions.jsonl against examples/notes. Another
+question file and notes root can be given, e.g. for the rust-book set:
+
+  python examples/check_questions.py --root /path/to/rust-book \
+      --questions examples/questions-rust.jsonl
+
 Exit status 0 when everything passes.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import sys
@@ -102,10 +112,31 @@ def section_text(lines: list[str], heads, heading: str) -> str | None:
     return None
 
 
-def main() -> int:
+KINDS = ("near_miss", "off_topic")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description="Validate a question file against a notes folder.")
+    ap.add_argument("--root", type=Path, default=NOTES,
+                    help="folder that expected paths are relative to (default: examples/notes)")
+    ap.add_argument("--questions", type=Path, default=QUESTIONS,
+                    help="question file, JSON lines (default: examples/questions.jsonl)")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    notes_root: Path = args.root.resolve()
+    questions_file: Path = args.questions
+    if not notes_root.is_dir():
+        print(f"no such folder: {notes_root}")
+        return 2
+    if not questions_file.is_file():
+        print(f"no such file: {questions_file}")
+        return 2
     errors: list[str] = []
     qs = []
-    for n, raw in enumerate(QUESTIONS.read_text(encoding="utf-8").splitlines(), 1):
+    for n, raw in enumerate(questions_file.read_text(encoding="utf-8").splitlines(), 1):
         if not raw.strip():
             continue
         try:
@@ -117,7 +148,7 @@ def main() -> int:
 
     def load(rel: str) -> list[str] | None:
         if rel not in cache:
-            p = NOTES / rel
+            p = notes_root / rel
             if unicodedata.normalize("NFC", rel) != rel or not p.is_file():
                 return None
             cache[rel] = p.read_text(encoding="utf-8").split("\n")
@@ -125,6 +156,7 @@ def main() -> int:
 
     seen = Counter()
     diff = Counter()
+    kinds = Counter()
     for n, q in qs:
         where = f"line {n} ({q.get('question', '?')[:50]!r})"
         for key, typ in (("question", str), ("expected", list), ("answerable", bool), ("difficulty", str)):
@@ -136,10 +168,16 @@ def main() -> int:
         ans = q.get("answerable")
         diff[(ans, q.get("difficulty"))] += 1
         contains = q.get("answer_contains", [])
+        kind = q.get("kind")
         if not ans:
             if q.get("expected") or contains:
                 errors.append(f"{where}: unanswerable question must have empty expected and no answer_contains")
+            if kind not in KINDS:
+                errors.append(f"{where}: unanswerable question needs kind in {KINDS}, got {kind!r}")
+            kinds[kind] += 1
             continue
+        if "kind" in q:
+            errors.append(f"{where}: answerable question must not have a kind")
         if not q.get("expected"):
             errors.append(f"{where}: answerable question without expected")
         if not (1 <= len(contains) <= 3) or not all(isinstance(c, str) and c for c in contains):
@@ -190,13 +228,16 @@ def main() -> int:
         if k > 1:
             errors.append(f"duplicate question: {question!r}")
 
-    notes = sorted(p for p in NOTES.rglob("*.md"))
+    notes = sorted(p for p in notes_root.rglob("*.md"))
     size = sum(p.stat().st_size for p in notes)
     n_ans = sum(1 for _, q in qs if q.get("answerable"))
+    print(f"root: {notes_root}")
+    print(f"questions file: {questions_file}")
     print(f"notes: {len(notes)} files, {size / 1024:.1f} KiB")
     print(f"questions: {len(qs)} total, {n_ans} answerable, {len(qs) - n_ans} unanswerable")
     for d in ("easy", "medium", "hard"):
         print(f"  answerable {d}: {diff[(True, d)]}   unanswerable {d}: {diff[(False, d)]}")
+    print("  unanswerable by kind: " + ", ".join(f"{k}: {kinds[k]}" for k in KINDS))
     if errors:
         print(f"\n{len(errors)} problem(s):")
         for e in errors:
