@@ -13,6 +13,7 @@ import os
 import sys
 from pathlib import Path
 
+from . import __version__
 from .errors import BrainbotError, InputError
 
 DEFAULT_DB = "brainbot.db"
@@ -74,36 +75,36 @@ def cmd_query(args) -> int:
 
 
 def cmd_get(args) -> int:
-    from .sources import get_lines
+    from .db import open_store
+    from .spans import get_lines
 
-    for number, line in get_lines(args.db, args.target):
+    with open_store(args.db) as store:
+        lines = get_lines(store, args.target)
+    for number, line in lines:
         print(f"{number:>6}  {line}")
     return 0
 
 
+def _warn_problems(item) -> None:
+    from .notes import Problem
+
+    if isinstance(item, Problem):
+        _warn(f"skipped {item.path}: {item.reason}")
+    else:
+        for w in item.warnings:
+            _warn(f"warning {item.doc.relpath}: {w}")
+
+
 def cmd_chunks(args) -> int:
-    from .chunking import chunk_note
-    from .markdown import parse
-    from .notes import UnreadableNote, discover, read_note
+    from .documents import chunk_paths
     from .tokens import TokenCounter
 
-    counter = TokenCounter()
     out = open(args.jsonl, "w", encoding="utf-8") if args.jsonl else sys.stdout
     try:
-        for raw in args.paths:
-            if not Path(raw).exists():
-                raise InputError(f"{raw}: no such file or folder")
-            found = discover(Path(raw))
-            for p in found.problems:
-                _warn(f"skipped {p.path}: {p.reason}")
-            for f in found.files:
-                try:
-                    note = read_note(f.path)
-                except UnreadableNote as exc:
-                    _warn(f"skipped {f.relpath}: {exc}")
-                    continue
-                for c in chunk_note(parse(note.text), f.relpath, counter):
-                    out.write(json.dumps(c.to_record(), ensure_ascii=False) + "\n")
+        for item in chunk_paths(args.paths, TokenCounter()):
+            _warn_problems(item)
+            for c in getattr(item, "chunks", ()):
+                out.write(json.dumps(c.to_record(), ensure_ascii=False) + "\n")
     finally:
         if out is not sys.stdout:
             out.close()
@@ -112,19 +113,30 @@ def cmd_chunks(args) -> int:
 
 def cmd_report(args) -> int:
     from .quality import assess
-    from .sources import records_from_db, records_from_paths
 
     if args.paths:
-        records, problems = records_from_paths(args.paths)
-        for p in problems:
-            _warn(f"skipped {p.path}: {p.reason}")
+        from .documents import chunk_paths
+        from .tokens import TokenCounter
+
+        records, warnings = [], []
+        for item in chunk_paths(args.paths, TokenCounter()):
+            _warn_problems(item)
+            records += [c.to_record() for c in getattr(item, "chunks", ())]
+            warnings += [{"path": item.doc.relpath, "reason": w}
+                         for w in getattr(item, "warnings", ())]
     elif args.db:
-        records = records_from_db(args.db)
+        from .db import open_store
+        from .doctor import warnings_of
+
+        with open_store(args.db) as store:
+            records, warnings = list(store.chunk_records()), warnings_of(store)
+        for w in warnings:
+            _warn(f"warning {w['path']}: {w['reason']}")
     else:
         raise InputError("give notes to chunk (PATH...) or an index (--db FILE)")
     report = assess(records)
     if args.json:
-        _emit_json(report.to_dict())
+        _emit_json({**report.to_dict(), "warnings": warnings})
     else:
         print(report.format_text())
     return 0
@@ -230,14 +242,7 @@ def _positive(text: str) -> int:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="brainbot",
-        description="Question answering over your markdown notes, from one SQLite file.",
-        epilog="Example: brainbot index ~/notes && brainbot query 'sourdough starter'")
-    parser.add_argument("--version", action="version", version="brainbot 0.1.0")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
+def _add_index(sub) -> None:
     p = sub.add_parser("index", help="index notes into the database",
                        epilog="Example: brainbot index ~/notes --db notes.db")
     p.add_argument("paths", nargs="+", metavar="PATH")
@@ -248,6 +253,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="embedding precision (int8 is measured in the README)")
     p.set_defaults(func=cmd_index)
 
+
+def _add_query(sub) -> None:
     p = sub.add_parser("query", help="search the notes",
                        epilog="Example: brainbot query 'how long to proof dough' -k 5 --explain")
     p.add_argument("text")
@@ -265,18 +272,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-score", type=float, metavar="X", help="drop hits scoring below X")
     p.set_defaults(func=cmd_query)
 
+
+def _add_get(sub) -> None:
     p = sub.add_parser("get", help="print a note's lines or a chunk, numbered",
                        epilog="Example: brainbot get cooking/bread.md:10:20")
     p.add_argument("target", metavar="PATH[:LINE[:COUNT]]|CHUNK_ID")
     _db_option(p)
     p.set_defaults(func=cmd_get)
 
+
+def _add_chunks(sub) -> None:
     p = sub.add_parser("chunks", help="write chunk records as JSON Lines",
                        epilog="Example: brainbot chunks ~/notes --jsonl chunks.jsonl")
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.add_argument("--jsonl", metavar="FILE", help="write to FILE instead of stdout")
     p.set_defaults(func=cmd_chunks)
 
+
+def _add_report(sub) -> None:
     p = sub.add_parser("report", help="score the chunking quality",
                        epilog="Example: brainbot report ~/notes   or   brainbot report --db notes.db")
     p.add_argument("paths", nargs="*", metavar="PATH")
@@ -284,18 +297,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_report)
 
+
+def _add_status_and_doctor(sub) -> None:
     p = sub.add_parser("status", help="what the database holds and what is active",
                        epilog="Example: brainbot status --db notes.db")
     _db_option(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_status)
-
     p = sub.add_parser("doctor", help="check model, export, kernel, sqlite-vec and the database",
                        epilog="Example: brainbot doctor --db notes.db")
     _db_option(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_doctor)
 
+
+def _add_eval(sub) -> None:
     p = sub.add_parser("eval", help="measure retrieval quality (BEIR or a question set)",
                        epilog="Example: brainbot eval --beir ../shared/data/nfcorpus --db nf.db")
     src = p.add_mutually_exclusive_group()
@@ -313,6 +329,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_eval)
 
+
+def _add_ask(sub) -> None:
     p = sub.add_parser("ask", help="answer a question from the notes, with citations",
                        epilog="Example: brainbot ask 'when do I feed the starter?'")
     p.add_argument("text")
@@ -324,11 +342,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default=None, help="Claude model (default: $BRAINBOT_MODEL)")
     p.set_defaults(func=cmd_ask)
 
+
+def _add_model(sub) -> None:
     p = sub.add_parser("model", help="get, export or show the embedding model",
                        epilog="Example: brainbot model pull")
     p.add_argument("action", choices=["pull", "export", "info"])
     p.add_argument("--precision", choices=["fp32", "int8"], default="fp32")
     p.set_defaults(func=cmd_model)
+
+
+COMMANDS = (_add_index, _add_query, _add_get, _add_chunks, _add_report,
+            _add_status_and_doctor, _add_eval, _add_ask, _add_model)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="brainbot",
+        description="Question answering over your markdown notes, from one SQLite file.",
+        epilog="Example: brainbot index ~/notes && brainbot query 'sourdough starter'")
+    parser.add_argument("--version", action="version", version=f"brainbot {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in COMMANDS:
+        add(sub)
     return parser
 
 

@@ -6,14 +6,13 @@ non-zero when any fails. Nothing here repairs anything: it says what to run.
 
 from __future__ import annotations
 
-import os
 import shlex
 from pathlib import Path
 
-import sqlean as sqlite3
-
-from . import model, store
-from .errors import BrainbotError, StoreBusyError
+from . import model
+from .db import is_url, open_store
+from .errors import BrainbotError
+from .store import Store
 
 
 def _check(name: str, ok: bool, detail: str, fix: str = "") -> dict:
@@ -26,18 +25,16 @@ def kernel_backend() -> str:
     return kernel.active().backend()
 
 
-def stale_files(db) -> dict[str, list[str]]:
-    """Indexed files that changed or vanished on disk, and new files not yet indexed."""
+def stale_files(store: Store) -> dict[str, list[str]]:
+    """Indexed notes that changed or vanished on disk, and new notes not yet indexed."""
     from .notes import discover
 
     changed, missing, new = [], [], []
     roots: dict[str, dict[str, tuple[int, int]]] = {}
-    for root, path, size, mtime in db.execute(
-            "SELECT root, path, size, mtime_ns FROM documents"):
-        roots.setdefault(root, {})[path] = (size, mtime)
+    for doc in store.documents():
+        if doc.on_disk:
+            roots.setdefault(doc.root, {})[doc.path] = (doc.size, doc.mtime_ns)
     for root, docs in roots.items():
-        if root.startswith("dataset:"):
-            continue
         if not Path(root).is_dir():
             missing.extend(docs)
             continue
@@ -53,26 +50,32 @@ def stale_files(db) -> dict[str, list[str]]:
     return {"changed": sorted(changed), "missing": sorted(missing), "new": sorted(new)}
 
 
-def status(db_path) -> dict:
-    db = store.open_index(db_path, readonly=True)
-    try:
-        meta = store.read_meta(db)
-        counts = store.counts(db)
-        stale = stale_files(db)
-        size = sum(os.path.getsize(str(db_path) + s) for s in ("", "-wal")
-                   if os.path.exists(str(db_path) + s))
-    finally:
-        db.close()
-    vec_ok, vec_detail = store.vec_available()
+def warnings_of(store: Store) -> list[dict]:
+    """What indexing reported about notes it kept (bad front matter, replaced bytes)."""
+    return [{"path": d.path, "reason": w} for d in store.documents() for w in d.warnings]
+
+
+def status(db) -> dict:
+    with open_store(db) as store:
+        meta = store.meta()
+        counts = store.counts()
+        stale = stale_files(store)
+        warnings = warnings_of(store)
+        size = store.size_bytes()
+    from .sqlite_file import vec_available
+
+    vec_ok, vec_detail = vec_available()
     return {
-        "db": str(db_path), "size_bytes": size,
+        "db": str(db), "size_bytes": size,
         "schema": meta.get("schema_version"), "model": meta.get("model"),
         "embedder": meta.get("embedder"), "chunker": meta.get("chunker"),
-        "fingerprint": meta.get("fingerprint"),
+        "analyzer": meta.get("analyzer"), "fingerprint": meta.get("fingerprint"),
+        "generation": int(meta.get("generation", 0)),
         "documents": counts["documents"], "chunks": counts["chunks"],
         "embeddings": counts["embeddings"], "terms": counts["terms"],
         "stale": {k: len(v) for k, v in stale.items()},
         "stale_files": stale,
+        "warnings": warnings,
         "kernel": kernel_backend(),
         "sqlite_vec": vec_detail if vec_ok else f"unavailable: {vec_detail}",
     }
@@ -96,75 +99,75 @@ def _model_checks() -> list[dict]:
     return out
 
 
-def _open_fix(exc: BrainbotError, db_path) -> str:
-    """What to do about an index that does not open. --rebuild deletes the file, so it is
-    offered only for files that are brainbot's own."""
-    text, db_path = str(exc), shlex.quote(str(db_path))
-    if isinstance(exc, StoreBusyError):
-        return "wait for the running `brainbot index` to finish, then run doctor again"
-    if "newer brainbot" in text:
-        return "upgrade brainbot (pip install -U brainbot) or pass another --db"
-    if "not a brainbot index" in text:
-        return (f"pass another --db, or move {db_path} away; if it is a damaged brainbot "
-                f"index: brainbot index NOTES --db {db_path} --rebuild")
-    return f"brainbot index NOTES --db {db_path} --rebuild"
-
-
-def _roots(db) -> str:
-    roots = [r for (r,) in db.execute("SELECT DISTINCT root FROM documents ORDER BY root")
-             if not r.startswith("dataset:")]
+def _roots(store: Store) -> str:
+    roots = sorted({d.root for d in store.documents() if d.on_disk})
     return " ".join(shlex.quote(r) for r in roots) or "NOTES"
 
 
-def _db_checks(db_path) -> list[dict]:
-    if not Path(db_path).exists():
-        return [_check("database", False, f"no index at {db_path}",
-                       f"brainbot index NOTES --db {db_path}")]
+def _db_checks(db) -> list[dict]:
+    if not is_url(db) and not Path(db).exists():
+        return [_check("database", False, f"no index at {db}",
+                       f"brainbot index NOTES --db {shlex.quote(str(db))}")]
     try:
-        from .indexer import identity
-
-        db = store.open_index(db_path, identity(), readonly=True)
+        store = open_store(db)
     except BrainbotError as exc:
-        return [_check("database", False, str(exc), _open_fix(exc, db_path))]
-    try:
-        roots = _roots(db)
-    except sqlite3.DatabaseError:
-        roots = "NOTES"
-    db_arg = shlex.quote(str(db_path))
-    rebuild = f"brainbot index {roots} --db {db_arg} --rebuild"
+        fix = exc.fix or f"brainbot index NOTES --db {shlex.quote(str(db))} --rebuild"
+        return [_check("database", False, str(exc), fix)]
+    with store:
+        try:  # a reader opened it; a writer also needs the chunker and embedder to match
+            _check_writable(store)
+        except BrainbotError as exc:
+            return [_check("database", False, str(exc), exc.fix)]
+        return _store_checks(store, db)
+
+
+def _check_writable(store: Store) -> None:
+    from . import identity
+
+    meta = store.meta()
+    precision = "int8" if ":int8" in meta.get("embedder", "") else "fp32"
+    identity.check(meta, store.target, writer=identity.current(precision))
+
+
+def _store_checks(store: Store, db) -> list[dict]:
     out: list[dict] = []
+    db_arg = shlex.quote(str(db))
     try:
-        result = store.integrity(db)
+        roots = _roots(store)
+        rebuild = f"brainbot index {roots} --db {db_arg} --rebuild"
+        result = store.integrity()
         out.append(_check("database integrity", result == "ok", result,
-                          f"restore {db_path} from a backup or rebuild it: {rebuild}"))
+                          f"restore {db} from a backup or rebuild it: {rebuild}"))
         if result != "ok":
             return out  # the checks below would read the damaged pages
-        meta = store.read_meta(db)
-        out.append(_check("fingerprint", True, meta.get("fingerprint", "?")))
-        stale = stale_files(db)
+        out.append(_check("fingerprint", True, store.meta().get("fingerprint", "?")))
+        stale = stale_files(store)
         n = sum(len(v) for v in stale.values())
         out.append(_check("stale files", n == 0,
                           f"{len(stale['changed'])} changed, {len(stale['missing'])} missing, "
-                          f"{len(stale['new'])} new",
-                          f"brainbot index {roots} --db {db_arg}"))
-        tally = store.counts(db)
+                          f"{len(stale['new'])} new", f"brainbot index {roots} --db {db_arg}"))
+        warned = {w["path"] for w in warnings_of(store)}
+        out.append(_check("note warnings", True, f"{len(warned)} notes indexed with warnings"
+                          + (" (brainbot status lists them)" if warned else "")))
+        tally = store.counts()
         chunks, vectors = tally["chunks"], tally["embeddings"]
         out.append(_check("vectors", chunks == vectors, f"{vectors} vectors for {chunks} chunks",
                           rebuild))
-    except sqlite3.DatabaseError as exc:  # a damaged page met while checking
-        out.append(_check("database integrity", False, f"SQLite says: {exc}",
-                          f"restore {db_path} from a backup or rebuild it: {rebuild}"))
-    finally:
-        db.close()
+    except BrainbotError as exc:  # a damaged page met while checking
+        out.append(_check("database integrity", False, str(exc),
+                          f"restore {db} from a backup or rebuild it: "
+                          f"brainbot index NOTES --db {db_arg} --rebuild"))
     return out
 
 
-def run_checks(db_path) -> list[dict]:
+def run_checks(db) -> list[dict]:
+    from .sqlite_file import vec_available
+
     checks = _model_checks()
     backend = kernel_backend()
     checks.append(_check("search kernel", backend.startswith("c"),
                          f"{backend} active", "pip install -e . (builds brainbot._kernel)"))
-    vec_ok, vec_detail = store.vec_available()
+    vec_ok, vec_detail = vec_available()
     checks.append(_check("sqlite-vec", vec_ok, vec_detail, "pip install sqlite-vec"))
-    checks.extend(_db_checks(db_path))
+    checks.extend(_db_checks(db))
     return checks

@@ -3,15 +3,22 @@
 Library code raises these; only the CLI turns them into one-line messages and exit
 codes. Errors caused by bad input also subclass ValueError so callers that do not know
 brainbot can still catch them idiomatically.
+
+An error about the index carries ``fix``: the one thing to run or do about it. Its
+message is built here, once, from what went wrong and that fix, so ``brainbot doctor``
+and the CLI say the same thing and nothing decides by searching a message's words.
 """
 
 from __future__ import annotations
+
+import shlex
 
 
 class BrainbotError(Exception):
     """Base class of every error brainbot raises on purpose."""
 
     exit_code = 1
+    fix = ""
 
 
 class InputError(BrainbotError, ValueError):
@@ -29,15 +36,72 @@ class ExportError(BrainbotError):
 
 
 class StoreError(BrainbotError):
-    """The SQLite database cannot be opened, read or written."""
+    """The index cannot be opened, read or written."""
+
+    def __init__(self, message: str, fix: str = "") -> None:
+        super().__init__(message)
+        self.fix = fix
+
+
+def _quote(target) -> str:
+    return shlex.quote(str(target))
+
+
+class NoIndexError(StoreError):
+    """Nothing has been indexed into this file (it is missing or empty)."""
+
+    def __init__(self, target) -> None:
+        fix = f"brainbot index NOTES --db {_quote(target)}"
+        super().__init__(f"no index at {target}; create it with `{fix}`", fix)
 
 
 class IncompatibleIndexError(StoreError):
-    """The database was written by another schema version, model or chunker."""
+    """The database was written by another schema version, model, chunker or application."""
+
+
+class NotAnIndexError(IncompatibleIndexError):
+    """The file belongs to another application, or is damaged past reading."""
+
+    def __init__(self, target, detail: str = "") -> None:
+        why = f" (SQLite says: {detail})" if detail else ""
+        fix = (f"pass another --db, or move {_quote(target)} away; if it is a damaged "
+               f"brainbot index, rebuild it: brainbot index NOTES --db {_quote(target)} --rebuild")
+        super().__init__(f"{target} is not a brainbot index or is damaged{why}; {fix}", fix)
+
+
+class NewerSchemaError(IncompatibleIndexError):
+    """The file was written by a newer brainbot."""
+
+    def __init__(self, target, version: int, ours: int) -> None:
+        fix = "upgrade brainbot (pip install -U brainbot) or pass another --db"
+        super().__init__(f"{target} was written by a newer brainbot (schema {version}, this "
+                         f"one reads {ours}); {fix}", fix)
+
+
+class OlderSchemaError(IncompatibleIndexError):
+    """The file needs a migration that only a writer (``brainbot index``) runs."""
+
+    def __init__(self, target, version: int, ours: int) -> None:
+        fix = f"brainbot index NOTES --db {_quote(target)}"
+        super().__init__(f"{target} has index schema {version}, this brainbot reads {ours}; "
+                         f"run `{fix}` once to upgrade it", fix)
+
+
+class IdentityMismatchError(IncompatibleIndexError):
+    """The index was built by another model, tokenizer, chunker, analyzer or embedder."""
+
+    def __init__(self, target, key: str, theirs: str, ours: str) -> None:
+        fix = f"brainbot index NOTES --db {_quote(target)} --rebuild"
+        super().__init__(f"{target} was built with {key} {theirs!r}, this brainbot uses "
+                         f"{ours!r}; rebuild it with `{fix}` or use another --db", fix)
 
 
 class StoreBusyError(StoreError):
     """Another process holds the database's write lock."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "wait for the running `brainbot index` to finish, then "
+                                  "run again")
 
 
 class KernelError(BrainbotError, ValueError):

@@ -95,16 +95,13 @@ def _beir_db(folder: Path, db: str | None) -> Path:
     return cache / f"eval-{folder.name}-{tag}.db"
 
 
-def _corpus_sources(folder: Path, root: str):
-    from .indexer import SourceDoc
+def _corpus_records(folder: Path, root: str):
+    from .documents import record
 
     for doc in _read_jsonl(folder / "corpus.jsonl"):
         title = (doc.get("title") or "").strip()
         body = doc.get("text") or ""
-        text = f"{title}\n\n{body}" if title else body
-        data = text.encode("utf-8")
-        yield SourceDoc(root, str(doc["_id"]), text, hashlib.sha256(data).hexdigest(),
-                        len(data), 0)
+        yield record(root, str(doc["_id"]), f"{title}\n\n{body}" if title else body)
 
 
 def index_beir(folder: Path, db_path: Path, precision: str = "fp32") -> dict:
@@ -112,8 +109,9 @@ def index_beir(folder: Path, db_path: Path, precision: str = "fp32") -> dict:
 
     if not (folder / "corpus.jsonl").is_file():
         raise InputError(f"{folder} has no corpus.jsonl (is it a BEIR dataset folder?)")
+    root = f"dataset:{folder.name}"  # a name for the records' root: they have no folder
     with Indexer(db_path, precision=precision) as ix:
-        ix.index_sources(f"dataset:{folder.name}", _corpus_sources(folder, f"dataset:{folder.name}"))
+        ix.index_documents(root, _corpus_records(folder, root))
         return ix.finish().to_dict()
 
 

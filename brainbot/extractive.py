@@ -24,8 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import lexical
-from .agent import REFUSE_BELOW
-from .answers import REFUSAL, Answer, Citation, Source, check_fresh
+from .answers import REFUSAL, REFUSE_BELOW, Answer, Citation, Passage, check_fresh
 from .markdown import marker_lines, parse
 from .sentences import split_sentences
 
@@ -126,7 +125,7 @@ class Unit:
     """A quotable span of a top chunk, with what scoring needs to know about it."""
 
     rank: int  # of its chunk in the search
-    src: Source  # its chunk
+    src: Passage  # its chunk
     start: int  # span in src.text
     end: int
     context: str = ""  # the heading above it in the chunk, a table's header row: for scoring
@@ -136,7 +135,7 @@ class Unit:
         return self.src.text[self.start:self.end]
 
 
-def extractive_answer(question: str, *, searcher, hits, sources: list[Source], qvec,
+def extractive_answer(question: str, *, searcher, hits, passages: list[Passage], qvec,
                       evidence: float, nearest: list[dict]) -> Answer:
     """The extractive Answer for ``question`` from the hybrid ``hits`` already fetched."""
     def refuse(reason: str, support: float | None = None) -> Answer:
@@ -145,7 +144,7 @@ def extractive_answer(question: str, *, searcher, hits, sources: list[Source], q
 
     if not hits or evidence < REFUSE_BELOW:
         return refuse("weak_evidence")
-    units = distinct(u for rank, src in enumerate(sources[:CHUNKS]) for u in units_of(src, rank))
+    units = distinct(u for rank, src in enumerate(passages[:CHUNKS]) for u in units_of(src, rank))
     if not units:
         return refuse("no_sentences")
     scores, fits = score_units(question, qvec, units, searcher)
@@ -157,7 +156,7 @@ def extractive_answer(question: str, *, searcher, hits, sources: list[Source], q
     cites: dict[str, Citation] = {}  # by location: two sentences of one line share it
     parts, dropped, cache = [], [], {}
     for u in chosen:
-        unit = unit_source(u.src, u.start, u.end)
+        unit = unit_passage(u.src, u.start, u.end)
         stale = check_fresh(unit, cache)
         if stale:
             dropped.append({"source": unit.source, "cited_text": unit.text[:300],
@@ -191,7 +190,7 @@ def distinct(units) -> list[Unit]:
     return out
 
 
-def units_of(src: Source, rank: int = 0) -> list[Unit]:
+def units_of(src: Passage, rank: int = 0) -> list[Unit]:
     """Quotable spans of a chunk: sentences, list-item sentences, table rows, code groups.
     A heading inside the chunk is context for the units under it."""
     text, out, section = src.text, [], ""
@@ -270,11 +269,11 @@ def _code_groups(text: str, a: int, b: int) -> list[tuple[int, int]]:
     return out
 
 
-def unit_source(src: Source, s: int, e: int) -> Source:
-    """The Source of text[s:e] of a chunk: its own lines and characters in the file."""
+def unit_passage(src: Passage, s: int, e: int) -> Passage:
+    """The Passage of text[s:e] of a chunk: its own lines and characters in the file."""
     first = src.start_line + src.text.count("\n", 0, s)
     last = src.start_line + src.text.count("\n", 0, e)
-    return Source(src.path, src.root, first, last, src.heading_path, src.text[s:e],
+    return Passage(src.path, src.root, first, last, src.heading_path, src.text[s:e],
                   src.start_char + s, src.start_char + e)
 
 
@@ -339,8 +338,6 @@ def _idf(searcher, terms: set[str]) -> dict[str, float]:
     """BM25 idf of each query term in this index (unknown terms weigh as the rarest)."""
     if not terms:
         return {}
-    n = searcher.db.execute("SELECT count(*) FROM chunks").fetchone()[0] or 1
-    marks = ",".join("?" * len(terms))
-    df = dict(searcher.db.execute(f"SELECT term, df FROM terms WHERE term IN ({marks})",
-                                  sorted(terms)))
+    n = searcher.store.chunk_count() or 1
+    df = searcher.store.doc_freqs(sorted(terms))
     return {t: math.log1p((n - df.get(t, 0) + 0.5) / (df.get(t, 0) + 0.5)) for t in terms}

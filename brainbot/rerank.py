@@ -18,7 +18,7 @@ import os
 
 import numpy as np
 
-from . import lexical
+from . import claude, lexical
 
 # How many fused candidates are re-scored: re-ranking is O(candidates x sentences)
 # embeddings, so it stays near the top of the list where it can change nDCG@10.
@@ -105,23 +105,36 @@ LLM_PROMPT = (
 
 
 def rerank_llm(query: str, hits: list, client=None, model: str | None = None) -> list:
-    """Claude grades the top candidates; ties keep the first-stage order."""
-    import anthropic
-
-    from .agent import DEFAULT_MODEL
-
+    """Claude grades the top candidates; ties keep the first-stage order. An API failure
+    is a one-line AnswerError; a reply that is not one grade 0-3 per passage keeps the
+    first-stage order, and says so in each hit's explain."""
     head, tail = hits[:RERANK_DEPTH], hits[RERANK_DEPTH:]
-    client = client or anthropic.Anthropic()
+    if not head:
+        return hits
+    client = client or claude.make_client()
     passages = "\n\n".join(f"<passage index={i}>\n{h.text[:1500]}\n</passage>"
                            for i, h in enumerate(head))
-    msg = client.messages.create(
-        model=model or os.environ.get("BRAINBOT_MODEL") or DEFAULT_MODEL, max_tokens=400, system=LLM_PROMPT,
+    msg = claude.create(
+        client, model=claude.model_name(model), max_tokens=400, system=LLM_PROMPT,
         messages=[{"role": "user", "content": f"<query>{query}</query>\n\n{passages}"}])
-    text = "".join(b.text for b in msg.content if getattr(b, "type", "") == "text")
+    text = "".join(getattr(b, "text", "") for b in msg.content
+                   if getattr(b, "type", "") == "text")
+    grades = parse_grades(text, len(head))
+    if grades is None:
+        for h in head:
+            h.explain = dict(h.explain, rerank="skipped: Claude's reply held no valid grades")
+        return hits
+    order = sorted(range(len(head)), key=lambda i: (-grades[i], i))
+    return [head[i] for i in order] + tail
+
+
+def parse_grades(text: str, n: int) -> list[float] | None:
+    """The ``{"grades": [...]}`` of a re-ranking reply: n numbers from 0 to 3, or None."""
     try:
         grades = json.loads(text[text.index("{"): text.rindex("}") + 1])["grades"]
-    except (ValueError, KeyError):
-        return hits
-    order = sorted(range(len(head)), key=lambda i: (-float(grades[i]) if i < len(grades)
-                                                     else 0.0, i))
-    return [head[i] for i in order] + tail
+        values = [float(g) for g in grades]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if len(values) != n or not all(0.0 <= v <= 3.0 for v in values):
+        return None
+    return values

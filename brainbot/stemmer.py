@@ -112,6 +112,100 @@ def _cvc(w: str, p: str, n: int) -> bool:
     return n >= 3 and p[n - 3 : n] == "cvc" and w[n - 1] not in "wxy"
 
 
+def _step1a(w: str, p: str) -> tuple[str, str]:
+    """Plurals: sses -> ss, ies -> i, s -> (nothing) unless ss."""
+    if w[-1] == "s":
+        if w.endswith("sses") or w.endswith("ies"):
+            w = w[:-2]
+        elif w[-2] != "s":
+            w = w[:-1]
+    return w, p
+
+
+def _step1b(w: str, p: str) -> tuple[str, str]:
+    """-eed -> -ee when m > 0; -ed, -ing removed when the stem has a vowel, then tidied
+    (at -> ate, bl -> ble, iz -> ize, a double consonant undoubled, *o -> +e)."""
+    if w.endswith("eed"):
+        if p.count("vc", 0, len(w) - 3) > 0:
+            w = w[:-1]
+        return w, p
+    if w.endswith("ed"):
+        n = len(w) - 2
+    elif w.endswith("ing"):
+        n = len(w) - 3
+    else:
+        return w, p
+    if n <= 0 or p.find("v", 0, n) < 0:
+        return w, p
+    w = w[:n]
+    if w.endswith("at") or w.endswith("bl") or w.endswith("iz"):
+        return w + "e", p[:n] + "v"
+    if n >= 2 and w[-1] == w[-2] and p[n - 1] == "c":
+        return (w[:-1] if w[-1] not in "lsz" else w), p
+    if p.count("vc", 0, n) == 1 and _cvc(w, p, n):
+        return w + "e", p[:n] + "v"
+    return w, p
+
+
+def _step1c(w: str, p: str) -> tuple[str, str]:
+    """Terminal y -> i when the stem has a vowel."""
+    n = len(w) - 1
+    if w[-1] == "y" and p.find("v", 0, n) >= 0:
+        return w[:n] + "i", p[:n] + "v"
+    return w, p
+
+
+def _replace(w: str, p: str, rules) -> tuple[str, str]:
+    """Steps 2 and 3: the first rule whose suffix matches decides; it applies when
+    m(stem) > 0, and no later rule is tried either way (porter.c's switch)."""
+    for suffix, repl, repl_p in rules or ():
+        if w.endswith(suffix):
+            n = len(w) - len(suffix)
+            if p.count("vc", 0, n) > 0:
+                return w[:n] + repl, p[:n] + repl_p
+            break
+    return w, p
+
+
+def _step2(w: str, p: str) -> tuple[str, str]:
+    """Double suffixes (-ational, -izer, -biliti, ...), dispatched on the penultimate
+    letter."""
+    return _replace(w, p, _STEP2.get(w[-2]))
+
+
+def _step3(w: str, p: str) -> tuple[str, str]:
+    """-icate, -ative, -alize, -iciti, -ical, -ful, -ness, dispatched on the last letter."""
+    return _replace(w, p, _STEP3.get(w[-1]))
+
+
+def _step4(w: str, p: str) -> tuple[str, str]:
+    """Single suffixes (-ance, -ment, -ive, ...) removed when m(stem) > 1; -ion only
+    after s or t."""
+    for suffix in (_STEP4.get(w[-2]) if len(w) >= 2 else None) or ():
+        if w.endswith(suffix):
+            n = len(w) - len(suffix)
+            if suffix == "ion" and (n < 1 or w[n - 1] not in "st"):
+                continue
+            if p.count("vc", 0, n) > 1:
+                w = w[:n]
+            break
+    return w, p
+
+
+def _step5(w: str, p: str) -> str:
+    """A final -e when m > 1, or m == 1 and the stem is not *o; then -ll -> -l when
+    m > 1."""
+    n = len(w)
+    if w[-1] == "e":
+        m = p.count("vc", 0, n)
+        if m > 1 or (m == 1 and not _cvc(w, p, n - 1)):
+            w = w[:-1]
+            n -= 1
+    if n >= 2 and w[-1] == "l" and w[-2] == "l" and p.count("vc", 0, n) > 1:
+        w = w[:-1]
+    return w
+
+
 @functools.lru_cache(maxsize=1 << 18)
 def stem(word: str) -> str:
     """Porter stem of an already-lowercased token.
@@ -121,90 +215,9 @@ def stem(word: str) -> str:
     """
     if len(word) <= 2 or not word.isascii() or _DIGIT.search(word):
         return word
-    w = word
-    p = _pattern(w)
-
-    # Step 1a: plurals.
-    if w[-1] == "s":
-        if w.endswith("sses") or w.endswith("ies"):
-            w = w[:-2]  # sses -> ss, ies -> i
-        elif w[-2] != "s":
-            w = w[:-1]
-
-    # Step 1b: -eed, -ed, -ing.
-    if w.endswith("eed"):
-        if p.count("vc", 0, len(w) - 3) > 0:
-            w = w[:-1]
-    else:
-        if w.endswith("ed"):
-            n = len(w) - 2
-        elif w.endswith("ing"):
-            n = len(w) - 3
-        else:
-            n = -1
-        if n > 0 and p.find("v", 0, n) >= 0:
-            w = w[:n]
-            if w.endswith("at") or w.endswith("bl") or w.endswith("iz"):
-                w += "e"
-                p = p[:n] + "v"
-            elif n >= 2 and w[-1] == w[-2] and p[n - 1] == "c":
-                if w[-1] not in "lsz":
-                    w = w[:-1]
-            elif p.count("vc", 0, n) == 1 and _cvc(w, p, n):
-                w += "e"
-                p = p[:n] + "v"
-
+    w, p = _step1b(*_step1a(word, _pattern(word)))
     if len(w) <= 1:  # e.g. "ies" -> "i": nothing further can apply
         return w
-
-    # Step 1c: terminal y -> i when the stem has a vowel.
-    n = len(w) - 1
-    if w[-1] == "y" and p.find("v", 0, n) >= 0:
-        w = w[:n] + "i"
-        p = p[:n] + "v"
-
-    # Step 2: double suffixes, when m(stem) > 0.
-    rules = _STEP2.get(w[-2])
-    if rules:
-        for suffix, repl, repl_p in rules:
-            if w.endswith(suffix):
-                n = len(w) - len(suffix)
-                if p.count("vc", 0, n) > 0:
-                    w = w[:n] + repl
-                    p = p[:n] + repl_p
-                break
-
-    # Step 3: -icate, -ative, -alize, -iciti, -ical, -ful, -ness, when m(stem) > 0.
-    rules = _STEP3.get(w[-1])
-    if rules:
-        for suffix, repl, repl_p in rules:
-            if w.endswith(suffix):
-                n = len(w) - len(suffix)
-                if p.count("vc", 0, n) > 0:
-                    w = w[:n] + repl
-                    p = p[:n] + repl_p
-                break
-
-    # Step 4: single suffixes, when m(stem) > 1.
-    suffixes = _STEP4.get(w[-2]) if len(w) >= 2 else None
-    if suffixes:
-        for suffix in suffixes:
-            if w.endswith(suffix):
-                n = len(w) - len(suffix)
-                if suffix == "ion" and (n < 1 or w[n - 1] not in "st"):
-                    continue
-                if p.count("vc", 0, n) > 1:
-                    w = w[:n]
-                break
-
-    # Step 5a: final -e when m > 1, or m == 1 and the stem is not *o.
-    n = len(w)
-    if w[-1] == "e":
-        m = p.count("vc", 0, n)
-        if m > 1 or (m == 1 and not _cvc(w, p, n - 1)):
-            w = w[:-1]
-            n -= 1
-    # Step 5b: -ll -> -l when m > 1.
-    if n >= 2 and w[-1] == "l" and w[-2] == "l" and p.count("vc", 0, n) > 1:
-        w = w[:-1]
-    return w
+    for step in (_step1c, _step2, _step3, _step4):
+        w, p = step(w, p)
+    return _step5(w, p)

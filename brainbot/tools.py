@@ -2,7 +2,7 @@
 
 A Session holds the index side of one question: the searcher and every search_result
 block sent so far, in the order the API counts them, so that a citation's index finds its
-Source. ``search_notes`` is brainbot's own retrieval; ``read_note`` reaches only indexed
+Passage. ``search_notes`` is brainbot's own retrieval; ``read_note`` reaches only indexed
 documents, by the path search_notes shows, never a file outside the index. Note text is
 data: whatever a note says, it cannot widen what these tools reach. A bad call comes back
 to the model as an error it can read.
@@ -10,10 +10,8 @@ to the model as an error it can read.
 
 from __future__ import annotations
 
-import json
-
-from . import sources
-from .answers import Source
+from . import spans
+from .answers import Passage
 from .errors import BrainbotError, NotFoundError
 
 MAX_K = 20  # search_notes hits per call
@@ -55,24 +53,19 @@ class Session:
         self.searcher = searcher
         self.k = k
         self.question = question
-        self.sent: list[Source] = []  # position = search_result_index
+        self.sent: list[Passage] = []  # position = search_result_index
 
-    def sources_for(self, hits) -> list[Source]:
-        if not hits:
-            return []
-        marks = ",".join("?" * len(hits))
-        spans = {r[0]: (r[1], r[2]) for r in self.searcher.db.execute(
-            f"SELECT id, start_char, end_char FROM chunks WHERE id IN ({marks})",
-            [h.rowid for h in hits])}
-        return [Source(h.path, h.root, h.start_line, h.end_line, list(h.heading_path),
-                       h.text, *spans.get(h.rowid, (-1, -1))) for h in hits]
+    @staticmethod
+    def passages_for(hits) -> list[Passage]:
+        return [Passage(h.path, h.root, h.start_line, h.end_line, list(h.heading_path),
+                        h.text, h.start_char, h.end_char) for h in hits]
 
-    def send(self, srcs: list[Source]) -> list[dict]:
+    def send(self, srcs: list[Passage]) -> list[dict]:
         """Blocks for ``srcs``, registered in the order the API will count them."""
         self.sent.extend(srcs)
         return [s.block() for s in srcs]
 
-    def source_at(self, index) -> Source | None:
+    def passage_at(self, index) -> Passage | None:
         if isinstance(index, int) and 0 <= index < len(self.sent):
             return self.sent[index]
         return None
@@ -102,7 +95,7 @@ class Session:
         hits = self.searcher.search(query, max(1, min(MAX_K, k)), mode=mode)
         if not hits:
             return [{"type": "text", "text": "no matches"}]
-        return self.send(self.sources_for(hits))
+        return self.send(self.passages_for(hits))
 
     def _read_note(self, args: dict) -> list[dict]:
         path = args.get("path")
@@ -116,8 +109,8 @@ class Session:
             raise _ToolError(f"{path!r} is not a document of this index; only indexed "
                              "notes can be read, by the path search_notes shows")
         try:
-            doc_id, root, rel, _ = sources.document_row(self.searcher.db, path)
-            lines = sources.stored_lines(self.searcher.db, path)
+            doc = spans.document(self.searcher.store, path)
+            lines = spans.stored_lines(doc)
         except NotFoundError as exc:
             raise _ToolError(str(exc)) from None
         start = max(1, min(_int_arg(args, "start_line", 1), len(lines)))
@@ -126,13 +119,10 @@ class Session:
         start_char = sum(len(line) + 1 for line in lines[:start - 1])
         text = "\n".join(lines[start - 1:end])
         if not text.strip():
-            return [{"type": "text", "text": f"{rel}:{start}-{end} is blank"}]
-        row = self.searcher.db.execute(
-            "SELECT heading_path FROM chunks WHERE document_id = ? AND start_line <= ? "
-            "ORDER BY start_line DESC LIMIT 1", (doc_id, start)).fetchone()
-        heading = json.loads(row[0]) if row else []
-        return self.send([Source(rel, root, start, end, heading, text, start_char,
-                                 start_char + len(text))])
+            return [{"type": "text", "text": f"{doc.path}:{start}-{end} is blank"}]
+        heading = self.searcher.store.heading_at(doc.id, start)
+        return self.send([Passage(doc.path, doc.root, start, end, heading, text, start_char,
+                                  start_char + len(text))])
 
 
 class _ToolError(Exception):

@@ -28,7 +28,7 @@ from fake_anthropic import (
     tool_use,
 )
 
-from brainbot import agent, tools
+from brainbot import agent, claude, tools
 from brainbot.agent import SYSTEM_PROMPT, ask
 from brainbot.answers import REFUSAL, format_answer
 from brainbot.errors import AnswerError
@@ -80,7 +80,7 @@ def test_show_context_is_exactly_the_first_request(fake, searcher, monkeypatch):
     assert fake.requests == []  # nothing sent
     json.dumps(context)  # JSON-able
     assert set(context) == {"model", "max_tokens", "system", "tools", "messages"}
-    assert context["model"] == agent.DEFAULT_MODEL
+    assert context["model"] == claude.DEFAULT_MODEL
     assert [t["name"] for t in context["tools"]] == ["search_notes", "read_note"]
     search, read = context["tools"]
     assert search["input_schema"]["required"] == ["query"]

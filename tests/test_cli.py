@@ -116,4 +116,9 @@ def test_every_command_is_documented_in_the_readme():
 def test_report_on_examples(capsys):
     code, out, _ = run_cli(capsys, "report", str(EXAMPLES), "--json")
     report = json.loads(out)
-    assert code == 0 and 0 <= report["score"] <= 100
+    # The sample vault is well-formed notes: no hard failure, clean boundaries, no junk,
+    # and a score that a chunker regression (cut fences, heading-only chunks) would sink.
+    assert code == 0 and report["hard"] == {"over_limit": 0, "heading_only": 0,
+                                            "cut_fences": 0, "cut_table_rows": 0}
+    assert report["signals"]["boundary"]["score"] >= 99 and report["signals"]["junk"]["score"] >= 99
+    assert 90 <= report["score"] <= 100 and report["chunks"] > 250 and report["warnings"] == []

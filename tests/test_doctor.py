@@ -10,12 +10,13 @@ import shutil
 import pytest
 import sqlean
 
-from brainbot import kernel, model, store
+from brainbot import kernel, model
+from brainbot import sqlite_file as store
 from brainbot.cli import main
 from brainbot.indexer import Indexer
 
 CHECKS = ["model files", "onnx export", "search kernel", "sqlite-vec", "database integrity",
-          "fingerprint", "stale files", "vectors"]
+          "fingerprint", "stale files", "note warnings", "vectors"]
 
 
 def doctor(capsys, db, *extra) -> tuple[int, dict[str, dict], str]:
@@ -52,7 +53,7 @@ def test_healthy(capsys, healthy):
     assert code == 0 and list(checks) == CHECKS and failed(checks) == []
     assert checks["search kernel"]["detail"].startswith("c/")
     assert checks["stale files"]["detail"] == "0 changed, 0 missing, 0 new"
-    db = store.open_index(healthy, readonly=True)
+    db = store.connect(healthy, readonly=True)
     meta = store.read_meta(db)
     db.close()
     assert checks["fingerprint"]["detail"] == meta["fingerprint"]

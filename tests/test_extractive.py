@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from brainbot import extractive
-from brainbot.agent import REFUSE_BELOW, ask
-from brainbot.answers import REFUSAL, Source, check_fresh, format_answer
+from brainbot.agent import ask
+from brainbot.answers import REFUSAL, REFUSE_BELOW, Passage, check_fresh, format_answer
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples" / "notes"
@@ -41,8 +41,8 @@ def questions(path: Path = QUESTIONS):
             if line.strip()]
 
 
-def chunk(text: str, start_line: int = 10, start_char: int = 500) -> Source:
-    return Source("n.md", "/nowhere", start_line, start_line + text.count("\n"), ["N"], text,
+def chunk(text: str, start_line: int = 10, start_char: int = 500) -> Passage:
+    return Passage("n.md", "/nowhere", start_line, start_line + text.count("\n"), ["N"], text,
                   start_char, start_char + len(text))
 
 
@@ -87,11 +87,11 @@ def test_a_sentence_in_two_overlapping_chunks_is_one_unit():
         ("Third sentence here.", 1)]
 
 
-def test_unit_source_has_the_units_own_lines_and_chars():
+def test_unit_passage_has_the_units_own_lines_and_chars():
     text = "## N\n\nLine one.\nSecond line. Still second.\n\nFourth para."
     src = chunk(text, start_line=7, start_char=100)
     for u in extractive.units_of(src):
-        unit = extractive.unit_source(src, u.start, u.end)
+        unit = extractive.unit_passage(src, u.start, u.end)
         assert unit.text == u.text
         assert unit.start_char - src.start_char == u.start
         lines = text.split("\n")
@@ -116,7 +116,7 @@ def test_units_always_point_at_nonblank_text_inside_the_chunk(lines):
         assert u.text == u.text.strip() and len(u.text) >= extractive.MIN_UNIT_CHARS
         assert u.start >= previous_end  # in order, never overlapping
         previous_end = u.end
-        unit = extractive.unit_source(src, u.start, u.end)
+        unit = extractive.unit_passage(src, u.start, u.end)
         assert unit.start_line == text.count("\n", 0, u.start) + 1
         assert unit.end_line == text.count("\n", 0, u.end) + 1
 
@@ -218,7 +218,7 @@ def test_edited_note_is_not_quoted(tmp_path, shared_embedder):
 
 def test_check_fresh_compares_the_span_with_the_file(tmp_path):
     (tmp_path / "a.md").write_text("one\ntwo three\n", encoding="utf-8")
-    src = Source("a.md", str(tmp_path), 2, 2, [], "two three", 4, 13)
+    src = Passage("a.md", str(tmp_path), 2, 2, [], "two three", 4, 13)
     assert check_fresh(src) is None
     (tmp_path / "a.md").write_text("one\ntwo four\n", encoding="utf-8")
     assert check_fresh(src).startswith("stale:")

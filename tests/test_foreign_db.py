@@ -41,7 +41,9 @@ def _poke(db: Path, *sql: str) -> None:
 
 
 def _newer_schema(db):
-    _poke(db, "PRAGMA user_version = 2")
+    from brainbot.sqlite_file import SCHEMA_VERSION
+
+    _poke(db, f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
 
 
 def _other_model(db):

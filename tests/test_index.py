@@ -8,9 +8,10 @@ import time
 import numpy as np
 import pytest
 
-from brainbot import store
+from brainbot import sqlite_file as store
 from brainbot.errors import IncompatibleIndexError, InputError, StoreBusyError
-from brainbot.indexer import Indexer, WriterLock
+from brainbot.indexer import Indexer
+from brainbot.sqlite_store import WriterLock
 
 
 def run(db, paths, embedder):

@@ -87,8 +87,8 @@ def test_full_disk_refuses_cleanly_and_keeps_the_index(tmp_path, vault, indexed,
         line = one_line_error(run_cli("index", vault, "--db", db))
         assert "disk full" in line and "free some space" in line
         assert db.read_bytes() == raw and snapshot(db) == before
+        filler.unlink()  # check_consistent probes a copy, which needs room of its own
         assert len(check_consistent(db)) == 3
-        filler.unlink()
         assert run_cli("index", vault, "--db", db).returncode == 0
         assert snapshot(db) == _clean_of(vault, tmp_path, shared_embedder)
 
@@ -162,7 +162,7 @@ db.execute("ROLLBACK")
 '''
 HOLD_WRITER = r'''
 import sys
-from brainbot.indexer import WriterLock
+from brainbot.sqlite_store import WriterLock
 with WriterLock(sys.argv[1]):
     print("held", flush=True)
     sys.stdin.read()
@@ -218,7 +218,7 @@ def test_db_held_by_another_indexer(vault, indexed):
 
 
 def test_busy_timeout_override_is_validated(monkeypatch, tmp_path):
-    from brainbot import store
+    from brainbot import sqlite_file as store
     from brainbot.errors import InputError
 
     monkeypatch.setenv("BRAINBOT_BUSY_TIMEOUT_MS", "250")
