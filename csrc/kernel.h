@@ -252,11 +252,15 @@ void bb_heap_emit(const bb_heap *h, int64_t k, int64_t *out_ids, float *out_scor
 
 /*
  * The per-architecture kernels. Each table entry computes the same quantity; the
- * scalar table is always present. Within one entry, a (row, query) dot is always
- * summed in one fixed order, whatever rows were grouped with it, so a duplicated row
- * gets a bit-identical score and ties are real ties. dot_rows and dot_f32 may use
- * different orders (see simd_avx2.c), so single-query and batch scores agree to
- * rounding, not bit for bit.
+ * scalar table is always present and complete. An architecture's table may leave an
+ * entry NULL where it has no faster version than the scalar one (bb_ops_neon has no
+ * quant_i8: nothing here can run NEON code to test it). bb_select_ops never hands out a
+ * NULL entry: it fills them from bb_ops_scalar, in that one place (dispatch.c), so the
+ * kernels call every entry of the table they get without checking.
+ * Within one entry, a (row, query) dot is always summed in one fixed order, whatever
+ * rows were grouped with it, so a duplicated row gets a bit-identical score and ties
+ * are real ties. dot_rows and dot_f32 may use different orders (see simd_avx2.c), so
+ * single-query and batch scores agree to rounding, not bit for bit.
  */
 typedef struct {
     const char *name;
@@ -292,7 +296,7 @@ extern const bb_ops bb_ops_avx2;
 extern const bb_ops bb_ops_neon;
 #endif
 
-/* The table for `simd`, or NULL if simd is not a BB_SIMD_* value. */
+/* The table for `simd`, every entry non-NULL; NULL if simd is not a BB_SIMD_* value. */
 const bb_ops *bb_select_ops(int simd);
 
 /* Run fn(arg_i) for i < n_threads, arg_i = (char *)args + i * stride; the calling thread

@@ -29,10 +29,6 @@ int64_t bb_default_pool(int64_t k) {
     return k > INT64_MAX / POOL_PER_K ? INT64_MAX : (POOL_PER_K * k > POOL_MIN ? POOL_PER_K * k : POOL_MIN);
 }
 
-static void (*quantizer(const bb_ops *ops))(const float *, int64_t, int8_t *, float *) {
-    return ops->quant_i8 ? ops->quant_i8 : bb_ops_scalar.quant_i8;
-}
-
 int bb_quantize_int8(const float *matrix, int64_t n, int64_t d,
                      int8_t *out_codes, float *out_scales) {
     const bb_ops *ops = bb_select_ops(BB_SIMD_AUTO);
@@ -40,8 +36,8 @@ int bb_quantize_int8(const float *matrix, int64_t n, int64_t d,
     if (n == 0) return BB_OK;
     if (!matrix || !out_codes || !out_scales) return BB_ERR_NULL;
     if (!bb_all_finite(matrix, n * d)) return BB_ERR_NAN;
-    void (*qf)(const float *, int64_t, int8_t *, float *) = quantizer(ops);
-    for (int64_t i = 0; i < n; i++) qf(matrix + i * d, d, out_codes + i * d, &out_scales[i]);
+    for (int64_t i = 0; i < n; i++)
+        ops->quant_i8(matrix + i * d, d, out_codes + i * d, &out_scales[i]);
     return BB_OK;
 }
 
@@ -115,12 +111,12 @@ int bb_cosine_topk_int8(const int8_t *codes, const float *scales, const float *m
     bb_item *items = malloc(sizeof(bb_item) * (size_t)(nt * qc * pcap + kcap + 1));
     int8_t *qcodes = malloc((size_t)(qc * d));
     int status = (heaps && items && qcodes) ? BB_OK : BB_ERR_NOMEM;
-    void (*qf)(const float *, int64_t, int8_t *, float *) = quantizer(ops);
 
     for (int64_t q0 = 0; q0 < q && status == BB_OK; q0 += qc) {
         int64_t nq = q - q0 < qc ? q - q0 : qc;
         float qscale;
-        for (int64_t j = 0; j < nq; j++) qf(queries + (q0 + j) * d, d, qcodes + j * d, &qscale);
+        for (int64_t j = 0; j < nq; j++)
+            ops->quant_i8(queries + (q0 + j) * d, d, qcodes + j * d, &qscale);
         for (int t = 0; t < nt; t++) {
             scan_task *s = &tasks[t];
             s->ops = ops;
