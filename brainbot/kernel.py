@@ -144,6 +144,10 @@ def _cosine_topk(matrix, queries, k, mask, threads, simd):
 
 def quantize_int8(matrix) -> tuple[np.ndarray, np.ndarray]:
     """Symmetric per-row int8 codes [n, d] and float32 scales [n] (see csrc/kernel.h)."""
+    return _quantize_int8(matrix, "auto")
+
+
+def _quantize_int8(matrix, simd):
     lib = _need()
     m = _ref.check_matrix(matrix)
     codes = np.empty(m.shape, dtype=np.int8)
@@ -153,6 +157,7 @@ def quantize_int8(matrix) -> tuple[np.ndarray, np.ndarray]:
             _buf("float[]", m),
             m.shape[0],
             m.shape[1],
+            _simd(simd),
             _buf("int8_t[]", codes),
             _buf("float[]", scales),
         ),

@@ -109,10 +109,11 @@ int bb_cosine_topk(const float *matrix, int64_t n, int64_t d,
  * brainbot/reference.py computes the identical bytes with numpy.
  *
  *   matrix      float32 [n, d]   finite values
+ *   simd        BB_SIMD_AUTO or BB_SIMD_SCALAR (both give the same bytes; tests check)
  *   out_codes   int8    [n, d]
  *   out_scales  float32 [n]
  */
-int bb_quantize_int8(const float *matrix, int64_t n, int64_t d,
+int bb_quantize_int8(const float *matrix, int64_t n, int64_t d, int simd,
                      int8_t *out_codes, float *out_scales);
 
 /* The candidate pool bb_cosine_topk_int8 uses when pool == 0: max(4 * k, 64). */

@@ -29,9 +29,10 @@ int64_t bb_default_pool(int64_t k) {
     return k > INT64_MAX / POOL_PER_K ? INT64_MAX : (POOL_PER_K * k > POOL_MIN ? POOL_PER_K * k : POOL_MIN);
 }
 
-int bb_quantize_int8(const float *matrix, int64_t n, int64_t d,
+int bb_quantize_int8(const float *matrix, int64_t n, int64_t d, int simd,
                      int8_t *out_codes, float *out_scales) {
-    const bb_ops *ops = bb_select_ops(BB_SIMD_AUTO);
+    const bb_ops *ops = bb_select_ops(simd);
+    if (!ops) return BB_ERR_ARG;
     if (n < 0 || d <= 0) return BB_ERR_SHAPE;
     if (n == 0) return BB_OK;
     if (!matrix || !out_codes || !out_scales) return BB_ERR_NULL;

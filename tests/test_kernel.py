@@ -198,22 +198,42 @@ def test_one_dimensional_query_is_a_batch_of_one():
 # ------------------------------------------------------------------------- int8
 
 
+def quant_rows(rng: np.random.Generator, n: int, d: int, kind: str) -> np.ndarray:
+    """Rows to quantise. "unit": unit rows at a random scale. "halves": a +-127 entry
+    makes 127 / max |x| exactly 1, and the other entries are k + 0.5, so every code is a
+    rounding tie (AVX2's cvtps, rintf and np.rint must all round half to even)."""
+    if kind == "halves":
+        m = rng.integers(-127, 127, (n, d)).astype(np.float32) + np.float32(0.5)
+        if n:
+            m[np.arange(n), rng.integers(0, d, n)] = rng.choice([-127, 127], n)
+        return np.ascontiguousarray(m)
+    return np.ascontiguousarray(unit_rows(rng, n, d) * np.float32(rng.uniform(0.1, 10)))
+
+
 @needs_c
 @FAST
-@given(n=st.integers(0, 60), d=DIMS, seed=st.integers(0, 2**31 - 1), zero_row=st.booleans())
-def test_quantize_is_bit_identical(n, d, seed, zero_row):
-    rng = np.random.default_rng(seed)
-    m = unit_rows(rng, n, d) * np.float32(rng.uniform(0.1, 10))
-    m = np.ascontiguousarray(m, dtype=np.float32)
+@given(
+    n=st.integers(0, 60),
+    d=DIMS,
+    kind=st.sampled_from(["unit", "halves"]),
+    zero_row=st.booleans(),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_quantize_is_bit_identical(n, d, kind, zero_row, seed):
+    """The AVX2 path (auto, on this machine), the scalar C twin and numpy give the same
+    bytes: d covers the 32-wide AVX2 body, its scalar tail, and both alone."""
+    m = quant_rows(np.random.default_rng(seed), n, d, kind)
     if zero_row and n:
         m[0] = 0
-    c1, s1 = K.quantize_int8(m)
-    c2, s2 = R.quantize_int8(m)
-    np.testing.assert_array_equal(c1, c2)
-    np.testing.assert_array_equal(s1, s2)
-    assert c1.dtype == np.int8 and s1.dtype == np.float32 and c1.shape == m.shape
+    c_ref, s_ref = R.quantize_int8(m)
+    for simd in SIMDS:
+        c, s = K._quantize_int8(m, simd)
+        assert c.dtype == np.int8 and s.dtype == np.float32 and c.shape == m.shape
+        np.testing.assert_array_equal(c, c_ref, err_msg=simd)
+        np.testing.assert_array_equal(s, s_ref, err_msg=simd)
     if n:
-        assert np.abs(c1.astype(int)).max() <= 127
+        assert np.abs(c_ref.astype(int)).max() <= 127
+    np.testing.assert_array_equal(K.quantize_int8(m)[0], c_ref)  # the public entry point
 
 
 @needs_c
@@ -561,6 +581,9 @@ def test_c_status_codes():
         )
         == lib.BB_ERR_ARG
     )
+    codes, scales = ffi.new("int8_t[160]"), ffi.new("float[20]")
+    assert lib.bb_quantize_int8(m, 20, 8, 7, codes, scales) == lib.BB_ERR_ARG
+    assert lib.bb_quantize_int8(m, 20, 8, lib.BB_SIMD_SCALAR, codes, scales) == lib.BB_OK
     assert ffi.string(lib.bb_strerror(lib.BB_ERR_K)) == b"k must be > 0"
 
 
