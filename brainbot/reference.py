@@ -40,6 +40,9 @@ POOL_PER_K = 4
 # d * 127 * 127 < 2**24, i.e. d <= 1040; past that the oracle sums in float64.
 _F32_EXACT_INT8_DIM = (1 << 24) // (127 * 127)
 _F32 = np.float32
+# bb_quantize_int8's lift for rows of tiny values (BB_QUANT_TINY / BB_QUANT_LIFT).
+_QUANT_TINY = _F32(2.0**-100)
+_QUANT_LIFT = _F32(2.0**100)
 
 
 class Fused(NamedTuple):
@@ -304,10 +307,12 @@ def _quantize(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros(m.shape, dtype=np.int8), np.zeros(0, dtype=np.float32)
     amax = np.abs(m).max(axis=1)
     nonzero = amax > 0
-    inv = np.where(nonzero, _F32(127) / np.where(nonzero, amax, _F32(1)), _F32(0)).astype(
-        np.float32
-    )
-    codes = np.clip(np.rint(m * inv[:, None]), -127, 127).astype(np.int8)
+    # Rows with max |x| < 2**-100 are lifted by 2**100 (exact) first: 127 / max would
+    # overflow below ~3.7e-37 (csrc/kernel.h, bb_quantize_int8).
+    lift = np.where(amax < _QUANT_TINY, _QUANT_LIFT, _F32(1)).astype(np.float32)
+    inv = np.where(nonzero, _F32(127) / np.where(nonzero, amax * lift, _F32(1)), _F32(0))
+    inv = inv.astype(np.float32)
+    codes = np.clip(np.rint((m * lift[:, None]) * inv[:, None]), -127, 127).astype(np.int8)
     return codes, (amax / _F32(127)).astype(np.float32)
 
 

@@ -103,10 +103,12 @@ int bb_cosine_topk(const float *matrix, int64_t n, int64_t d,
 
 /*
  * Symmetric per-row int8 quantisation, for the compact copy that
- * bb_cosine_topk_int8 scans:
- *   scale[i] = max_j |x[i,j]| / 127;  code[i,j] = clamp(rint(x[i,j] * (127 / max_j |x[i,j]|)), -127, 127)
+ * bb_cosine_topk_int8 scans: with a = max_j |x[i,j]|,
+ *   scale[i] = a / 127;  code[i,j] = clamp(rint((x[i,j] * L) * (127 / (a * L))), -127, 127)
  * in float32 arithmetic, round-half-to-even (a zero row gets scale 0 and codes 0).
- * brainbot/reference.py computes the identical bytes with numpy.
+ * L = 2^100 when a < 2^-100, else 1: below ~3.7e-37, 127 / a overflows to infinity
+ * (and 0 * inf is NaN); scaling by a power of two is exact, so L changes no code that
+ * was defined without it. brainbot/reference.py computes the identical bytes.
  *
  *   matrix      float32 [n, d]   finite values
  *   simd        BB_SIMD_AUTO or BB_SIMD_SCALAR (both give the same bytes; tests check)
@@ -303,6 +305,11 @@ const bb_ops *bb_select_ops(int simd);
 /* Run fn(arg_i) for i < n_threads, arg_i = (char *)args + i * stride; the calling thread
  * runs index 0. Returns BB_OK or BB_ERR_THREAD (then nothing was left running). */
 int bb_parallel(int n_threads, void (*fn)(void *), void *args, size_t stride);
+
+/* bb_quantize_int8's lift: rows with max |x| < BB_QUANT_TINY are multiplied by
+ * BB_QUANT_LIFT (exactly) before 127 / max is taken (the formula in the API above). */
+#define BB_QUANT_TINY 0x1p-100f
+#define BB_QUANT_LIFT 0x1p100f
 
 /* 1 if every value of x[0..n) is finite. */
 int bb_all_finite(const float *x, int64_t n);

@@ -201,7 +201,11 @@ def test_one_dimensional_query_is_a_batch_of_one():
 def quant_rows(rng: np.random.Generator, n: int, d: int, kind: str) -> np.ndarray:
     """Rows to quantise. "unit": unit rows at a random scale. "halves": a +-127 entry
     makes 127 / max |x| exactly 1, and the other entries are k + 0.5, so every code is a
-    rounding tie (AVX2's cvtps, rintf and np.rint must all round half to even)."""
+    rounding tie (AVX2's cvtps, rintf and np.rint must all round half to even). "tiny":
+    max |x| below 2**-100, down to subnormals, where 127 / max |x| would overflow."""
+    if kind == "tiny":
+        scale = np.float32(2.0 ** rng.uniform(-149, -100))
+        return np.ascontiguousarray(unit_rows(rng, n, d) * scale)
     if kind == "halves":
         m = rng.integers(-127, 127, (n, d)).astype(np.float32) + np.float32(0.5)
         if n:
@@ -215,7 +219,7 @@ def quant_rows(rng: np.random.Generator, n: int, d: int, kind: str) -> np.ndarra
 @given(
     n=st.integers(0, 60),
     d=DIMS,
-    kind=st.sampled_from(["unit", "halves"]),
+    kind=st.sampled_from(["unit", "halves", "tiny"]),
     zero_row=st.booleans(),
     seed=st.integers(0, 2**31 - 1),
 )
