@@ -25,6 +25,7 @@ ROOT = os.path.dirname(HERE)
 SOURCES = [
     "dispatch.c",
     "topk.c",
+    "scan.c",
     "cosine.c",
     "quant.c",
     "bm25.c",

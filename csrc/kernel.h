@@ -311,6 +311,29 @@ int bb_parallel(int n_threads, void (*fn)(void *), void *args, size_t stride);
 #define BB_QUANT_TINY 0x1p-100f
 #define BB_QUANT_LIFT 0x1p100f
 
+/* One thread's share of a row-parallel scan (bb_scan_rows). */
+typedef struct bb_scan_part {
+    void (*scan)(const struct bb_scan_part *part);
+    const void *ctx;    /* the scan's own arguments, shared by all threads */
+    int thread;         /* 0 <= thread < n_threads: to find per-thread scratch in ctx */
+    int64_t begin, end; /* this thread's rows [begin, end) */
+    bb_heap *heaps;     /* [nq]: this thread's heap for each query */
+} bb_scan_part;
+
+/*
+ * The fan-out of the cosine and int8 scans: rows [0, n) are split evenly over
+ * n_threads (1..BB_MAX_THREADS), and thread t runs scan(part) with nq empty heaps of
+ * capacity cap (heaps + t * nq, storage items + (t * nq + j) * cap). The threads'
+ * heaps are then merged query by query into the first thread's, so on BB_OK heaps[j]
+ * (j < nq) holds query j's cap best rows over all threads, unsorted; the same items
+ * whatever the thread count.
+ *   heaps  bb_heap [n_threads * nq];   items  bb_item [n_threads * nq * cap]
+ * Returns BB_OK or BB_ERR_THREAD.
+ */
+int bb_scan_rows(int n_threads, int64_t n, int64_t nq, int64_t cap,
+                 void (*scan)(const bb_scan_part *), const void *ctx,
+                 bb_heap *heaps, bb_item *items);
+
 /* 1 if every value of x[0..n) is finite. */
 int bb_all_finite(const float *x, int64_t n);
 

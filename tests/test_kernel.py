@@ -178,6 +178,22 @@ def test_threads_are_bit_identical(simd, q):
 
 
 @needs_c
+@pytest.mark.parametrize("simd", SIMDS)
+@pytest.mark.parametrize("q", [1, 4])
+def test_int8_threads_are_bit_identical(simd, q):
+    rng = np.random.default_rng(13)
+    m, queries = unit_rows(rng, 9000, 64), unit_rows(rng, q, 64)
+    m[4500:] = m[:4500]  # ties across the threads' row ranges
+    codes, scales = K.quantize_int8(m)
+    mk = make_mask(rng, 9000, "bool")
+    one = K._cosine_topk_int8(codes, scales, m, queries, 25, 0, mk, 1, simd)
+    for threads in (0, 2, 3, 8):
+        many = K._cosine_topk_int8(codes, scales, m, queries, 25, 0, mk, threads, simd)
+        np.testing.assert_array_equal(one[0], many[0])
+        np.testing.assert_array_equal(one[1], many[1])
+
+
+@needs_c
 def test_simd_and_scalar_agree_on_large_input():
     rng = np.random.default_rng(4)
     m, queries = unit_rows(rng, 20000, 384), unit_rows(rng, 3, 384)
