@@ -25,6 +25,7 @@ import numpy as np
 
 from brainbot import reference as _ref
 from brainbot.errors import KernelError
+from brainbot.lexical import BM25_B, BM25_K1  # the app's measured defaults, defined once
 from brainbot.reference import Fused, default_pool
 
 try:  # the compiled extension; absent until `pip install -e .` has built it
@@ -216,8 +217,8 @@ def bm25_topk(
     k,
     *,
     weights=None,
-    k1=0.9,
-    b=0.4,
+    k1=BM25_K1,
+    b=BM25_B,
     avgdl=None,
     mask=None,
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -225,8 +226,8 @@ def bm25_topk(
 
     indptr int64 [T+1]; doc_ids int32 [nnz] (strictly increasing within a term);
     tfs float32 [nnz]; doc_len float32 [N]; idf float32 [T]; query_terms int32 [m];
-    weights float32 [m] or None; avgdl None = mean(doc_len). k1 = 0.9, b = 0.4 are the
-    Anserini/Pyserini defaults.
+    weights float32 [m] or None; avgdl None = mean(doc_len). k1 and b default to
+    brainbot.lexical.BM25_K1 / BM25_B, the values measured for brainbot's chunks.
     """
     return _bm25_topk(
         indptr, doc_ids, tfs, doc_len, idf, query_terms, k, weights, k1, b, avgdl, mask, "auto"

@@ -44,8 +44,8 @@ def bm25_topk(
     k: int,
     *,
     weights: npt.NDArray[np.float32] | None = None,
-    k1: float = 0.9,
-    b: float = 0.4,
+    k1: float = ...,
+    b: float = ...,
     avgdl: float | None = None,
     mask: npt.NDArray[np.uint8] | npt.NDArray[np.bool_] | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]: ...

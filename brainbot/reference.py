@@ -21,6 +21,10 @@ import numpy as np
 
 from brainbot.errors import KernelError
 
+# The BM25 defaults are the app's measured ones, defined once in lexical (which imports
+# only numpy and the stemmer, so the kernel layer still depends on no module above it).
+from brainbot.lexical import BM25_B, BM25_K1
+
 __all__ = [
     "Fused",
     "backend",
@@ -351,14 +355,14 @@ def bm25_topk(
     k,
     *,
     weights=None,
-    k1=0.9,
-    b=0.4,
+    k1=BM25_K1,
+    b=BM25_B,
     avgdl=None,
     mask=None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """BM25 top-k over CSR postings: ids int64 [k], scores float32 [k].
 
-    k1 = 0.9, b = 0.4 are Anserini's / Pyserini's BM25 defaults (the BEIR baselines).
+    k1 and b default to brainbot.lexical.BM25_K1 / BM25_B (measured there on NFCorpus).
     """
     ip, ids, tf, dl, idf_, qt, k, w, k1_, b_, avgdl_, mk = check_bm25(
         indptr, doc_ids, tfs, doc_len, idf, query_terms, k, weights, k1, b, avgdl, mask

@@ -9,6 +9,7 @@ is not built.
 
 from __future__ import annotations
 
+import inspect
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from brainbot import kernel as K
+from brainbot import lexical
 from brainbot import reference as R
 from brainbot.errors import KernelError
 
@@ -400,9 +402,19 @@ def test_bm25_default_avgdl_and_parameters():
     post = random_postings(rng, 500, 20)
     qt = np.array([1, 2, 3], np.int32)
     a = K.bm25_topk(*post, qt, 10)
-    b = K.bm25_topk(*post, qt, 10, k1=0.9, b=0.4, avgdl=float(post[3].mean()))
+    explicit = dict(k1=lexical.BM25_K1, b=lexical.BM25_B, avgdl=float(post[3].mean()))
+    b = K.bm25_topk(*post, qt, 10, **explicit)
     np.testing.assert_array_equal(a[0], b[0])
     np.testing.assert_array_equal(a[0], R.bm25_topk(*post, qt, 10)[0])
+    np.testing.assert_array_equal(a[0], R.bm25_topk(*post, qt, 10, **explicit)[0])
+
+
+@pytest.mark.parametrize("impl", [K, R])
+def test_bm25_defaults_are_the_apps_constants(impl):
+    """One definition: the wrappers default to what search.py passes explicitly."""
+    params = inspect.signature(impl.bm25_topk).parameters
+    assert params["k1"].default is lexical.BM25_K1
+    assert params["b"].default is lexical.BM25_B
 
 
 # ----------------------------------------------------------------------- fusion
