@@ -6,7 +6,8 @@ with `ffi.from_buffer` (no copies) and turns a bad status into `KernelError`. Th
 calls release the GIL.
 
 The rest of brainbot should call `active()`, which returns this module when the
-extension is built and `brainbot.reference` otherwise (warning once). Importing this
+extension is built and `brainbot.reference` otherwise (warning once), typed as
+`SearchKernel`, the protocol both modules satisfy. Importing this
 module never fails: without the extension, `available()` is False and the kernel
 functions raise ImportError.
 
@@ -18,10 +19,11 @@ from __future__ import annotations
 
 import functools
 import sys
-import types
 import warnings
+from typing import Literal, Protocol, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from brainbot import reference as _ref
 from brainbot.errors import KernelError
@@ -39,6 +41,7 @@ else:
 
 __all__ = [
     "Fused",
+    "SearchKernel",
     "active",
     "available",
     "backend",
@@ -59,19 +62,83 @@ def available() -> bool:
     return _lib is not None
 
 
+_Ids = npt.NDArray[np.int64]
+_F32s = npt.NDArray[np.float32]
+_Mask = npt.NDArray[np.uint8] | npt.NDArray[np.bool_] | None
+
+
+class SearchKernel(Protocol):
+    """What `active()` returns: the kernels the rest of brainbot may call. Both this
+    module (C) and brainbot.reference (numpy) satisfy it, as modules; kernel.pyi holds
+    the same class for type checkers, and tests/test_kernel.py checks all three agree."""
+
+    def backend(self) -> str: ...
+
+    def default_pool(self, k: int) -> int: ...
+
+    def cosine_topk(
+        self, matrix: _F32s, queries: _F32s, k: int, mask: _Mask = None, threads: int = 0
+    ) -> tuple[_Ids, _F32s]: ...
+
+    def quantize_int8(self, matrix: _F32s) -> tuple[npt.NDArray[np.int8], _F32s]: ...
+
+    def cosine_topk_int8(
+        self,
+        codes: npt.NDArray[np.int8],
+        scales: _F32s,
+        matrix: _F32s,
+        queries: _F32s,
+        k: int,
+        pool: int = 0,
+        mask: _Mask = None,
+        threads: int = 0,
+    ) -> tuple[_Ids, _F32s]: ...
+
+    def bm25_topk(
+        self,
+        indptr: _Ids,
+        doc_ids: npt.NDArray[np.int32],
+        tfs: _F32s,
+        doc_len: _F32s,
+        idf: _F32s,
+        query_terms: npt.NDArray[np.int32],
+        k: int,
+        *,
+        weights: _F32s | None = None,
+        k1: float = BM25_K1,
+        b: float = BM25_B,
+        avgdl: float | None = None,
+        mask: _Mask = None,
+    ) -> tuple[_Ids, _F32s]: ...
+
+    def fuse(
+        self,
+        ids_a: _Ids,
+        scores_a: _F32s,
+        ids_b: _Ids,
+        scores_b: _F32s,
+        k: int,
+        *,
+        method: Literal["rrf", "weighted"] = "rrf",
+        rrf_k: float = 60.0,
+        weight_a: float = 1.0,
+        weight_b: float = 1.0,
+    ) -> Fused: ...
+
+
 @functools.cache
-def active() -> types.ModuleType:
+def active() -> SearchKernel:
     """The kernel implementation for the rest of brainbot: this module if the C
     extension is built, else brainbot.reference (with one warning)."""
     if available():
-        return sys.modules[__name__]
+        return cast(SearchKernel, sys.modules[__name__])
     warnings.warn(
         f"brainbot's C extension is not built ({_IMPORT_ERROR}); falling back to the "
         f"slower numpy kernels. To build it: {BUILD_HINT}.",
         RuntimeWarning,
         stacklevel=2,
     )
-    return _ref
+    return cast(SearchKernel, _ref)
 
 
 def backend(simd: str = "auto") -> str:

@@ -420,14 +420,14 @@ def fuse(
         dtype=np.float32,
     )
     out_ids, out_scores = _select(union, fused, k)
-    details = []
+    details: list[np.ndarray] = []
     for leg in legs:
-        rank = np.zeros(k, dtype=np.int32)
-        score = np.full(k, np.nan, dtype=np.float32)
+        leg_ranks = np.zeros(k, dtype=np.int32)
+        leg_scores = np.full(k, np.nan, dtype=np.float32)
         for j, i in enumerate(out_ids.tolist()):
             if i in leg:
-                rank[j], score[j] = leg[i]
-        details += [rank, score]
+                leg_ranks[j], leg_scores[j] = leg[i]
+        details += [leg_ranks, leg_scores]
     return Fused(out_ids, out_scores, *details)
 
 

@@ -13,6 +13,7 @@ import inspect
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -23,6 +24,10 @@ from brainbot import kernel as K
 from brainbot import lexical
 from brainbot import reference as R
 from brainbot.errors import KernelError
+
+if TYPE_CHECKING:  # mypy: both implementations satisfy what active() promises
+    _C_KERNEL: K.SearchKernel = K
+    _NUMPY_KERNEL: K.SearchKernel = R
 
 needs_c = pytest.mark.skipif(
     not K.available(), reason="brainbot._kernel is not built: run `pip install -e .`"
@@ -635,6 +640,45 @@ def test_kernel_backend_and_active():
     from brainbot._kernel import lib
 
     assert all(lib.bb_default_pool(k) == R.default_pool(k) for k in (1, 10, 16, 17, 100))
+
+
+PROTOCOL = sorted(
+    n for n, v in vars(K.SearchKernel).items() if inspect.isfunction(v) and n[0] != "_"
+)
+
+
+def _params(fn, drop_self=False):
+    ps = list(inspect.signature(fn).parameters.values())[1 if drop_self else 0 :]
+    return [(p.name, p.kind, p.default) for p in ps]
+
+
+@pytest.mark.parametrize("impl", [K, R], ids=["kernel", "reference"])
+@pytest.mark.parametrize("name", PROTOCOL)
+def test_both_kernels_match_the_protocol(impl, name):
+    """Names, kinds and defaults of every SearchKernel member, as the modules define
+    them (mypy checks the types: test_protocol_and_stub_type_check)."""
+    want = _params(getattr(K.SearchKernel, name), drop_self=True)
+    got = _params(getattr(impl, name))
+    assert got[: len(want)] == want
+    assert all(default is not inspect.Parameter.empty for _, _, default in got[len(want) :])
+
+
+@pytest.mark.slow
+def test_protocol_and_stub_type_check(tmp_path):
+    """mypy accepts both modules as a SearchKernel (the TYPE_CHECKING block above), and
+    stubtest finds kernel.pyi in step with kernel.py. Skipped where mypy is not
+    installed (it is not a test dependency)."""
+    pytest.importorskip("mypy")
+    root = Path(__file__).resolve().parent.parent
+    config = tmp_path / "mypy.ini"  # onnxruntime, reached through brainbot.embed, has no stubs
+    config.write_text("[mypy]\nignore_missing_imports = True\n")
+    common = ["--config-file", str(config), "--cache-dir", str(tmp_path / "cache")]
+    for args in (
+        ["-m", "mypy", *common, "tests/test_kernel.py"],
+        ["-m", "mypy.stubtest", "--mypy-config-file", str(config), "brainbot.kernel"],
+    ):
+        run = subprocess.run([sys.executable, *args], cwd=root, capture_output=True, text=True)
+        assert run.returncode == 0, run.stdout + run.stderr
 
 
 def test_missing_extension_falls_back_with_one_warning():
