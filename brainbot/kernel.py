@@ -6,7 +6,8 @@ with `ffi.from_buffer` (no copies) and turns a bad status into `KernelError`. Th
 calls release the GIL.
 
 The rest of brainbot should call `active()`, which returns this module when the
-extension is built and `brainbot.reference` otherwise (warning once). Importing this
+extension is built and `brainbot.reference` otherwise (warning once), typed as
+`SearchKernel`, the protocol both modules satisfy. Importing this
 module never fails: without the extension, `available()` is False and the kernel
 functions raise ImportError.
 
@@ -18,13 +19,15 @@ from __future__ import annotations
 
 import functools
 import sys
-import types
 import warnings
+from typing import Literal, Protocol, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from brainbot import reference as _ref
 from brainbot.errors import KernelError
+from brainbot.lexical import BM25_B, BM25_K1  # the app's measured defaults, defined once
 from brainbot.reference import Fused, default_pool
 
 try:  # the compiled extension; absent until `pip install -e .` has built it
@@ -38,6 +41,7 @@ else:
 
 __all__ = [
     "Fused",
+    "SearchKernel",
     "active",
     "available",
     "backend",
@@ -58,19 +62,83 @@ def available() -> bool:
     return _lib is not None
 
 
+_Ids = npt.NDArray[np.int64]
+_F32s = npt.NDArray[np.float32]
+_Mask = npt.NDArray[np.uint8] | npt.NDArray[np.bool_] | None
+
+
+class SearchKernel(Protocol):
+    """What `active()` returns: the kernels the rest of brainbot may call. Both this
+    module (C) and brainbot.reference (numpy) satisfy it, as modules; kernel.pyi holds
+    the same class for type checkers, and tests/test_kernel.py checks all three agree."""
+
+    def backend(self) -> str: ...
+
+    def default_pool(self, k: int) -> int: ...
+
+    def cosine_topk(
+        self, matrix: _F32s, queries: _F32s, k: int, mask: _Mask = None, threads: int = 0
+    ) -> tuple[_Ids, _F32s]: ...
+
+    def quantize_int8(self, matrix: _F32s) -> tuple[npt.NDArray[np.int8], _F32s]: ...
+
+    def cosine_topk_int8(
+        self,
+        codes: npt.NDArray[np.int8],
+        scales: _F32s,
+        matrix: _F32s,
+        queries: _F32s,
+        k: int,
+        pool: int = 0,
+        mask: _Mask = None,
+        threads: int = 0,
+    ) -> tuple[_Ids, _F32s]: ...
+
+    def bm25_topk(
+        self,
+        indptr: _Ids,
+        doc_ids: npt.NDArray[np.int32],
+        tfs: _F32s,
+        doc_len: _F32s,
+        idf: _F32s,
+        query_terms: npt.NDArray[np.int32],
+        k: int,
+        *,
+        weights: _F32s | None = None,
+        k1: float = BM25_K1,
+        b: float = BM25_B,
+        avgdl: float | None = None,
+        mask: _Mask = None,
+    ) -> tuple[_Ids, _F32s]: ...
+
+    def fuse(
+        self,
+        ids_a: _Ids,
+        scores_a: _F32s,
+        ids_b: _Ids,
+        scores_b: _F32s,
+        k: int,
+        *,
+        method: Literal["rrf", "weighted"] = "rrf",
+        rrf_k: float = 60.0,
+        weight_a: float = 1.0,
+        weight_b: float = 1.0,
+    ) -> Fused: ...
+
+
 @functools.cache
-def active() -> types.ModuleType:
+def active() -> SearchKernel:
     """The kernel implementation for the rest of brainbot: this module if the C
     extension is built, else brainbot.reference (with one warning)."""
     if available():
-        return sys.modules[__name__]
+        return cast(SearchKernel, sys.modules[__name__])
     warnings.warn(
         f"brainbot's C extension is not built ({_IMPORT_ERROR}); falling back to the "
         f"slower numpy kernels. To build it: {BUILD_HINT}.",
         RuntimeWarning,
         stacklevel=2,
     )
-    return _ref
+    return cast(SearchKernel, _ref)
 
 
 def backend(simd: str = "auto") -> str:
@@ -144,6 +212,10 @@ def _cosine_topk(matrix, queries, k, mask, threads, simd):
 
 def quantize_int8(matrix) -> tuple[np.ndarray, np.ndarray]:
     """Symmetric per-row int8 codes [n, d] and float32 scales [n] (see csrc/kernel.h)."""
+    return _quantize_int8(matrix, "auto")
+
+
+def _quantize_int8(matrix, simd):
     lib = _need()
     m = _ref.check_matrix(matrix)
     codes = np.empty(m.shape, dtype=np.int8)
@@ -153,6 +225,7 @@ def quantize_int8(matrix) -> tuple[np.ndarray, np.ndarray]:
             _buf("float[]", m),
             m.shape[0],
             m.shape[1],
+            _simd(simd),
             _buf("int8_t[]", codes),
             _buf("float[]", scales),
         ),
@@ -211,8 +284,8 @@ def bm25_topk(
     k,
     *,
     weights=None,
-    k1=0.9,
-    b=0.4,
+    k1=BM25_K1,
+    b=BM25_B,
     avgdl=None,
     mask=None,
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -220,8 +293,8 @@ def bm25_topk(
 
     indptr int64 [T+1]; doc_ids int32 [nnz] (strictly increasing within a term);
     tfs float32 [nnz]; doc_len float32 [N]; idf float32 [T]; query_terms int32 [m];
-    weights float32 [m] or None; avgdl None = mean(doc_len). k1 = 0.9, b = 0.4 are the
-    Anserini/Pyserini defaults.
+    weights float32 [m] or None; avgdl None = mean(doc_len). k1 and b default to
+    brainbot.lexical.BM25_K1 / BM25_B, the values measured for brainbot's chunks.
     """
     return _bm25_topk(
         indptr, doc_ids, tfs, doc_len, idf, query_terms, k, weights, k1, b, avgdl, mask, "auto"

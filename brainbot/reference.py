@@ -21,6 +21,10 @@ import numpy as np
 
 from brainbot.errors import KernelError
 
+# The BM25 defaults are the app's measured ones, defined once in lexical (which imports
+# only numpy and the stemmer, so the kernel layer still depends on no module above it).
+from brainbot.lexical import BM25_B, BM25_K1
+
 __all__ = [
     "Fused",
     "backend",
@@ -40,6 +44,9 @@ POOL_PER_K = 4
 # d * 127 * 127 < 2**24, i.e. d <= 1040; past that the oracle sums in float64.
 _F32_EXACT_INT8_DIM = (1 << 24) // (127 * 127)
 _F32 = np.float32
+# bb_quantize_int8's lift for rows of tiny values (BB_QUANT_TINY / BB_QUANT_LIFT).
+_QUANT_TINY = _F32(2.0**-100)
+_QUANT_LIFT = _F32(2.0**100)
 
 
 class Fused(NamedTuple):
@@ -304,10 +311,12 @@ def _quantize(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros(m.shape, dtype=np.int8), np.zeros(0, dtype=np.float32)
     amax = np.abs(m).max(axis=1)
     nonzero = amax > 0
-    inv = np.where(nonzero, _F32(127) / np.where(nonzero, amax, _F32(1)), _F32(0)).astype(
-        np.float32
-    )
-    codes = np.clip(np.rint(m * inv[:, None]), -127, 127).astype(np.int8)
+    # Rows with max |x| < 2**-100 are lifted by 2**100 (exact) first: 127 / max would
+    # overflow below ~3.7e-37 (csrc/kernel.h, bb_quantize_int8).
+    lift = np.where(amax < _QUANT_TINY, _QUANT_LIFT, _F32(1)).astype(np.float32)
+    inv = np.where(nonzero, _F32(127) / np.where(nonzero, amax * lift, _F32(1)), _F32(0))
+    inv = inv.astype(np.float32)
+    codes = np.clip(np.rint((m * lift[:, None]) * inv[:, None]), -127, 127).astype(np.int8)
     return codes, (amax / _F32(127)).astype(np.float32)
 
 
@@ -346,14 +355,14 @@ def bm25_topk(
     k,
     *,
     weights=None,
-    k1=0.9,
-    b=0.4,
+    k1=BM25_K1,
+    b=BM25_B,
     avgdl=None,
     mask=None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """BM25 top-k over CSR postings: ids int64 [k], scores float32 [k].
 
-    k1 = 0.9, b = 0.4 are Anserini's / Pyserini's BM25 defaults (the BEIR baselines).
+    k1 and b default to brainbot.lexical.BM25_K1 / BM25_B (measured there on NFCorpus).
     """
     ip, ids, tf, dl, idf_, qt, k, w, k1_, b_, avgdl_, mk = check_bm25(
         indptr, doc_ids, tfs, doc_len, idf, query_terms, k, weights, k1, b, avgdl, mask
@@ -411,14 +420,14 @@ def fuse(
         dtype=np.float32,
     )
     out_ids, out_scores = _select(union, fused, k)
-    details = []
+    details: list[np.ndarray] = []
     for leg in legs:
-        rank = np.zeros(k, dtype=np.int32)
-        score = np.full(k, np.nan, dtype=np.float32)
+        leg_ranks = np.zeros(k, dtype=np.int32)
+        leg_scores = np.full(k, np.nan, dtype=np.float32)
         for j, i in enumerate(out_ids.tolist()):
             if i in leg:
-                rank[j], score[j] = leg[i]
-        details += [rank, score]
+                leg_ranks[j], leg_scores[j] = leg[i]
+        details += [leg_ranks, leg_scores]
     return Fused(out_ids, out_scores, *details)
 
 

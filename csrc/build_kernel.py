@@ -25,6 +25,7 @@ ROOT = os.path.dirname(HERE)
 SOURCES = [
     "dispatch.c",
     "topk.c",
+    "scan.c",
     "cosine.c",
     "quant.c",
     "bm25.c",
@@ -62,20 +63,29 @@ def _compile_args() -> list[str]:
     return ["-O3", "-std=c11", "-ffp-contract=off", "-fno-math-errno", "-pthread"]
 
 
+def make_builder(extra_compile_args=(), extra_link_args=(), absolute=False) -> FFI:
+    """The cffi builder for brainbot._kernel; the extra flags come after the defaults
+    (csrc/asan.py adds the sanitizers). absolute=True: absolute source paths, for a
+    compile outside setuptools (cffi then compiles inside its tmpdir)."""
+    where = (lambda name: os.path.join(HERE, name)) if absolute else _path
+    ffi = FFI()
+    ffi.cdef(read_cdef(os.path.join(HERE, "kernel.h")))
+    ffi.set_source(
+        "brainbot._kernel",
+        '#include "kernel.h"',
+        sources=[where(name) for name in SOURCES],
+        include_dirs=[where("")],
+        extra_compile_args=_compile_args() + list(extra_compile_args),
+        extra_link_args=([] if sys.platform == "win32" else ["-pthread"]) + list(extra_link_args),
+        libraries=[] if sys.platform == "win32" else ["m"],
+    )
+    return ffi
+
+
 if __name__ == "__main__":  # run as a script: build in place from the project root
     os.chdir(ROOT)
 
-ffibuilder = FFI()
-ffibuilder.cdef(read_cdef(os.path.join(HERE, "kernel.h")))
-ffibuilder.set_source(
-    "brainbot._kernel",
-    '#include "kernel.h"',
-    sources=[_path(name) for name in SOURCES],
-    include_dirs=[_path("")],
-    extra_compile_args=_compile_args(),
-    extra_link_args=[] if sys.platform == "win32" else ["-pthread"],
-    libraries=[] if sys.platform == "win32" else ["m"],
-)
+ffibuilder = make_builder()
 
 if __name__ == "__main__":  # objects stay under build/; only the module is copied out
     built = ffibuilder.compile(tmpdir="build", verbose=False)

@@ -1,9 +1,10 @@
 /*
  * dispatch.c -- runtime SIMD selection, CPU count, threads, status messages.
  *
- * The only global state of the kernel lives here: the CPU features and CPU count,
- * detected once through pthread_once and read-only afterwards. Which code path runs is
- * chosen per call (the `simd` argument), never through a global switch.
+ * The only global state of the kernel lives here: the CPU features, the CPU count and
+ * the completed SIMD table, set once through pthread_once and read-only afterwards.
+ * Which code path runs is chosen per call (the `simd` argument), never through a
+ * global switch.
  */
 #define _GNU_SOURCE /* sysconf(_SC_NPROCESSORS_ONLN) under -std=c11 */
 #define BB_KERNEL_INTERNAL
@@ -22,6 +23,24 @@ static int cpu_has_avx2_fma = 0;
 static int cpu_has_neon = 0;
 #endif
 static int cpu_count = 1;
+/* The SIMD table of this CPU with its NULL entries taken from bb_ops_scalar (kernel.h:
+ * a table may leave out what it has no faster version of). Filled once in cpu_detect. */
+static bb_ops cpu_ops;
+static const bb_ops *cpu_table = &bb_ops_scalar;
+
+/* Adding an entry to bb_ops means adding it to fill_from_scalar too. */
+_Static_assert(sizeof(bb_ops) == sizeof(const char *) + 6 * sizeof(void (*)(void)),
+               "bb_ops changed: update fill_from_scalar");
+
+static void fill_from_scalar(bb_ops *t) {
+    const bb_ops *s = &bb_ops_scalar;
+    if (!t->dot_rows) t->dot_rows = s->dot_rows;
+    if (!t->dot_f32) t->dot_f32 = s->dot_f32;
+    if (!t->dot_i8) t->dot_i8 = s->dot_i8;
+    if (!t->bm25_contrib) t->bm25_contrib = s->bm25_contrib;
+    if (!t->quant_i8) t->quant_i8 = s->quant_i8;
+    if (!t->sum_f32) t->sum_f32 = s->sum_f32;
+}
 
 static void cpu_detect(void) {
 #if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
@@ -33,19 +52,25 @@ static void cpu_detect(void) {
 #endif
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     cpu_count = n < 1 ? 1 : (n > BB_MAX_THREADS ? BB_MAX_THREADS : (int)n);
+    const bb_ops *simd = NULL;
+#if defined(__x86_64__) || defined(_M_X64)
+    if (cpu_has_avx2_fma) simd = &bb_ops_avx2;
+#endif
+#if defined(__aarch64__)
+    if (cpu_has_neon) simd = &bb_ops_neon;
+#endif
+    if (simd) {
+        cpu_ops = *simd;
+        fill_from_scalar(&cpu_ops);
+        cpu_table = &cpu_ops;
+    }
 }
 
 const bb_ops *bb_select_ops(int simd) {
     pthread_once(&cpu_once, cpu_detect);
     if (simd == BB_SIMD_SCALAR) return &bb_ops_scalar;
     if (simd != BB_SIMD_AUTO) return NULL;
-#if defined(__x86_64__) || defined(_M_X64)
-    if (cpu_has_avx2_fma) return &bb_ops_avx2;
-#endif
-#if defined(__aarch64__)
-    if (cpu_has_neon) return &bb_ops_neon;
-#endif
-    return &bb_ops_scalar;
+    return cpu_table;
 }
 
 const char *bb_backend(int simd) {

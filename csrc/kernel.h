@@ -103,16 +103,19 @@ int bb_cosine_topk(const float *matrix, int64_t n, int64_t d,
 
 /*
  * Symmetric per-row int8 quantisation, for the compact copy that
- * bb_cosine_topk_int8 scans:
- *   scale[i] = max_j |x[i,j]| / 127;  code[i,j] = clamp(rint(x[i,j] * (127 / max_j |x[i,j]|)), -127, 127)
+ * bb_cosine_topk_int8 scans: with a = max_j |x[i,j]|,
+ *   scale[i] = a / 127;  code[i,j] = clamp(rint((x[i,j] * L) * (127 / (a * L))), -127, 127)
  * in float32 arithmetic, round-half-to-even (a zero row gets scale 0 and codes 0).
- * brainbot/reference.py computes the identical bytes with numpy.
+ * L = 2^100 when a < 2^-100, else 1: below ~3.7e-37, 127 / a overflows to infinity
+ * (and 0 * inf is NaN); scaling by a power of two is exact, so L changes no code that
+ * was defined without it. brainbot/reference.py computes the identical bytes.
  *
  *   matrix      float32 [n, d]   finite values
+ *   simd        BB_SIMD_AUTO or BB_SIMD_SCALAR (both give the same bytes; tests check)
  *   out_codes   int8    [n, d]
  *   out_scales  float32 [n]
  */
-int bb_quantize_int8(const float *matrix, int64_t n, int64_t d,
+int bb_quantize_int8(const float *matrix, int64_t n, int64_t d, int simd,
                      int8_t *out_codes, float *out_scales);
 
 /* The candidate pool bb_cosine_topk_int8 uses when pool == 0: max(4 * k, 64). */
@@ -252,11 +255,15 @@ void bb_heap_emit(const bb_heap *h, int64_t k, int64_t *out_ids, float *out_scor
 
 /*
  * The per-architecture kernels. Each table entry computes the same quantity; the
- * scalar table is always present. Within one entry, a (row, query) dot is always
- * summed in one fixed order, whatever rows were grouped with it, so a duplicated row
- * gets a bit-identical score and ties are real ties. dot_rows and dot_f32 may use
- * different orders (see simd_avx2.c), so single-query and batch scores agree to
- * rounding, not bit for bit.
+ * scalar table is always present and complete. An architecture's table may leave an
+ * entry NULL where it has no faster version than the scalar one (bb_ops_neon has no
+ * quant_i8: nothing here can run NEON code to test it). bb_select_ops never hands out a
+ * NULL entry: it fills them from bb_ops_scalar, in that one place (dispatch.c), so the
+ * kernels call every entry of the table they get without checking.
+ * Within one entry, a (row, query) dot is always summed in one fixed order, whatever
+ * rows were grouped with it, so a duplicated row gets a bit-identical score and ties
+ * are real ties. dot_rows and dot_f32 may use different orders (see simd_avx2.c), so
+ * single-query and batch scores agree to rounding, not bit for bit.
  */
 typedef struct {
     const char *name;
@@ -292,12 +299,40 @@ extern const bb_ops bb_ops_avx2;
 extern const bb_ops bb_ops_neon;
 #endif
 
-/* The table for `simd`, or NULL if simd is not a BB_SIMD_* value. */
+/* The table for `simd`, every entry non-NULL; NULL if simd is not a BB_SIMD_* value. */
 const bb_ops *bb_select_ops(int simd);
 
 /* Run fn(arg_i) for i < n_threads, arg_i = (char *)args + i * stride; the calling thread
  * runs index 0. Returns BB_OK or BB_ERR_THREAD (then nothing was left running). */
 int bb_parallel(int n_threads, void (*fn)(void *), void *args, size_t stride);
+
+/* bb_quantize_int8's lift: rows with max |x| < BB_QUANT_TINY are multiplied by
+ * BB_QUANT_LIFT (exactly) before 127 / max is taken (the formula in the API above). */
+#define BB_QUANT_TINY 0x1p-100f
+#define BB_QUANT_LIFT 0x1p100f
+
+/* One thread's share of a row-parallel scan (bb_scan_rows). */
+typedef struct bb_scan_part {
+    void (*scan)(const struct bb_scan_part *part);
+    const void *ctx;    /* the scan's own arguments, shared by all threads */
+    int thread;         /* 0 <= thread < n_threads: to find per-thread scratch in ctx */
+    int64_t begin, end; /* this thread's rows [begin, end) */
+    bb_heap *heaps;     /* [nq]: this thread's heap for each query */
+} bb_scan_part;
+
+/*
+ * The fan-out of the cosine and int8 scans: rows [0, n) are split evenly over
+ * n_threads (1..BB_MAX_THREADS), and thread t runs scan(part) with nq empty heaps of
+ * capacity cap (heaps + t * nq, storage items + (t * nq + j) * cap). The threads'
+ * heaps are then merged query by query into the first thread's, so on BB_OK heaps[j]
+ * (j < nq) holds query j's cap best rows over all threads, unsorted; the same items
+ * whatever the thread count.
+ *   heaps  bb_heap [n_threads * nq];   items  bb_item [n_threads * nq * cap]
+ * Returns BB_OK or BB_ERR_THREAD.
+ */
+int bb_scan_rows(int n_threads, int64_t n, int64_t nq, int64_t cap,
+                 void (*scan)(const bb_scan_part *), const void *ctx,
+                 bb_heap *heaps, bb_item *items);
 
 /* 1 if every value of x[0..n) is finite. */
 int bb_all_finite(const float *x, int64_t n);

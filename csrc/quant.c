@@ -29,22 +29,20 @@ int64_t bb_default_pool(int64_t k) {
     return k > INT64_MAX / POOL_PER_K ? INT64_MAX : (POOL_PER_K * k > POOL_MIN ? POOL_PER_K * k : POOL_MIN);
 }
 
-static void (*quantizer(const bb_ops *ops))(const float *, int64_t, int8_t *, float *) {
-    return ops->quant_i8 ? ops->quant_i8 : bb_ops_scalar.quant_i8;
-}
-
-int bb_quantize_int8(const float *matrix, int64_t n, int64_t d,
+int bb_quantize_int8(const float *matrix, int64_t n, int64_t d, int simd,
                      int8_t *out_codes, float *out_scales) {
-    const bb_ops *ops = bb_select_ops(BB_SIMD_AUTO);
+    const bb_ops *ops = bb_select_ops(simd);
+    if (!ops) return BB_ERR_ARG;
     if (n < 0 || d <= 0) return BB_ERR_SHAPE;
     if (n == 0) return BB_OK;
     if (!matrix || !out_codes || !out_scales) return BB_ERR_NULL;
     if (!bb_all_finite(matrix, n * d)) return BB_ERR_NAN;
-    void (*qf)(const float *, int64_t, int8_t *, float *) = quantizer(ops);
-    for (int64_t i = 0; i < n; i++) qf(matrix + i * d, d, out_codes + i * d, &out_scales[i]);
+    for (int64_t i = 0; i < n; i++)
+        ops->quant_i8(matrix + i * d, d, out_codes + i * d, &out_scales[i]);
     return BB_OK;
 }
 
+/* The arguments of one pass over the codes, shared by its threads (bb_scan_rows). */
 typedef struct {
     const bb_ops *ops;
     const int8_t *codes;
@@ -53,22 +51,20 @@ typedef struct {
     const int8_t *qcodes; /* [nq, d] */
     int64_t nq;
     const uint8_t *mask;
-    int64_t begin, end;
-    bb_heap *heaps; /* [nq] pool heaps */
-} scan_task;
+} int8_pass;
 
-static void scan_codes(void *arg) {
-    scan_task *t = (scan_task *)arg;
+static void scan_codes(const bb_scan_part *p) {
+    const int8_pass *c = (const int8_pass *)p->ctx;
     int64_t idx[BLOCK];
     int32_t dots[BLOCK];
-    for (int64_t b0 = t->begin; b0 < t->end; b0 += BLOCK) {
-        int64_t b1 = b0 + BLOCK < t->end ? b0 + BLOCK : t->end;
-        int64_t nb = bb_block_ids(t->mask, b0, b1, idx);
-        for (int64_t j = 0; j < t->nq; j++) {
-            bb_heap *h = &t->heaps[j];
-            t->ops->dot_i8(t->codes, idx, nb, t->d, t->qcodes + j * t->d, dots);
+    for (int64_t b0 = p->begin; b0 < p->end; b0 += BLOCK) {
+        int64_t b1 = b0 + BLOCK < p->end ? b0 + BLOCK : p->end;
+        int64_t nb = bb_block_ids(c->mask, b0, b1, idx);
+        for (int64_t j = 0; j < c->nq; j++) {
+            bb_heap *h = &p->heaps[j];
+            c->ops->dot_i8(c->codes, idx, nb, c->d, c->qcodes + j * c->d, dots);
             for (int64_t u = 0; u < nb; u++) {
-                float s = (float)dots[u] * t->scales[idx[u]];
+                float s = (float)dots[u] * c->scales[idx[u]];
                 if (BB_HEAP_WANTS(h, s)) bb_heap_offer(h, s, idx[u]);
             }
         }
@@ -110,42 +106,23 @@ int bb_cosine_topk_int8(const int8_t *codes, const float *scales, const float *m
     int64_t work = n * d; /* int8 bytes, once per query */
     int nt = bb_resolve_threads(n_threads, n, q > 1 && work < INT64_MAX / q ? work * q : work);
     int64_t qc = q < QCHUNK ? q : QCHUNK;
-    scan_task tasks[BB_MAX_THREADS];
     bb_heap *heaps = malloc(sizeof(bb_heap) * (size_t)(nt * qc));
+    /* The scan's pool heaps, then one rescoring heap of kcap items. */
     bb_item *items = malloc(sizeof(bb_item) * (size_t)(nt * qc * pcap + kcap + 1));
     int8_t *qcodes = malloc((size_t)(qc * d));
     int status = (heaps && items && qcodes) ? BB_OK : BB_ERR_NOMEM;
-    void (*qf)(const float *, int64_t, int8_t *, float *) = quantizer(ops);
 
     for (int64_t q0 = 0; q0 < q && status == BB_OK; q0 += qc) {
         int64_t nq = q - q0 < qc ? q - q0 : qc;
         float qscale;
-        for (int64_t j = 0; j < nq; j++) qf(queries + (q0 + j) * d, d, qcodes + j * d, &qscale);
-        for (int t = 0; t < nt; t++) {
-            scan_task *s = &tasks[t];
-            s->ops = ops;
-            s->codes = codes;
-            s->scales = scales;
-            s->d = d;
-            s->qcodes = qcodes;
-            s->nq = nq;
-            s->mask = mask;
-            s->begin = n * t / nt;
-            s->end = n * (t + 1) / nt;
-            s->heaps = heaps + t * qc;
-            for (int64_t j = 0; j < nq; j++)
-                bb_heap_init(&s->heaps[j], items + (t * qc + j) * pcap, pcap);
-        }
-        status = bb_parallel(nt, scan_codes, tasks, sizeof(scan_task));
-        if (status != BB_OK) break;
-        for (int64_t j = 0; j < nq; j++) {
-            bb_heap *h = &heaps[j], fin;
-            for (int t = 1; t < nt; t++) {
-                const bb_heap *o = &tasks[t].heaps[j];
-                for (int64_t u = 0; u < o->count; u++) bb_heap_offer(h, o->items[u].score, o->items[u].id);
-            }
+        for (int64_t j = 0; j < nq; j++)
+            ops->quant_i8(queries + (q0 + j) * d, d, qcodes + j * d, &qscale);
+        int8_pass pass = {ops, codes, scales, d, qcodes, nq, mask};
+        status = bb_scan_rows(nt, n, nq, pcap, scan_codes, &pass, heaps, items);
+        for (int64_t j = 0; j < nq && status == BB_OK; j++) {
+            bb_heap fin;
             bb_heap_init(&fin, items + nt * qc * pcap, kcap);
-            rescore(ops, matrix, d, queries + (q0 + j) * d, h, &fin);
+            rescore(ops, matrix, d, queries + (q0 + j) * d, &heaps[j], &fin);
             bb_heap_sort(&fin);
             bb_heap_emit(&fin, k, out_ids + (q0 + j) * k, out_scores + (q0 + j) * k);
         }

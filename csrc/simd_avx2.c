@@ -133,7 +133,13 @@ TARGET static void dot_f32(const float *const *rows, int nr, const float *querie
     }
 }
 
-/* rint(x * inv) in the default rounding mode (half to even), as rintf and np.rint. */
+/* rint((x * lift) * inv) for 8 floats, in the default rounding mode (half to even), as
+ * rintf and np.rint. */
+INLINE __m256i round8(const float *x, __m256 vlift, __m256 vinv) {
+    return _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x), vlift), vinv));
+}
+
+/* bb_quantize_int8's formula for one row (kernel.h), the same bytes as the scalar twin. */
 TARGET static void quant_i8(const float *x, int64_t d, int8_t *codes, float *scale) {
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     __m256 vmax = _mm256_setzero_ps();
@@ -143,22 +149,23 @@ TARGET static void quant_i8(const float *x, int64_t d, int8_t *codes, float *sca
     _mm256_storeu_ps(l, vmax);
     for (int t = 0; t < 8; t++) amax = l[t] > amax ? l[t] : amax;
     for (; j < d; j++) amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
-    float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-    const __m256 vinv = _mm256_set1_ps(inv);
+    float lift = amax < BB_QUANT_TINY ? BB_QUANT_LIFT : 1.0f;
+    float inv = amax > 0.0f ? 127.0f / (amax * lift) : 0.0f;
+    const __m256 vinv = _mm256_set1_ps(inv), vlift = _mm256_set1_ps(lift);
     const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     const __m256i lo = _mm256_set1_epi8(-127);
     j = 0;
     for (; j + 32 <= d; j += 32) {
-        __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + j), vinv));
-        __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + j + 8), vinv));
-        __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + j + 16), vinv));
-        __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + j + 24), vinv));
+        __m256i i0 = round8(x + j, vlift, vinv);
+        __m256i i1 = round8(x + j + 8, vlift, vinv);
+        __m256i i2 = round8(x + j + 16, vlift, vinv);
+        __m256i i3 = round8(x + j + 24, vlift, vinv);
         __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
         b = _mm256_max_epi8(_mm256_permutevar8x32_epi32(b, perm), lo);
         _mm256_storeu_si256((__m256i *)(codes + j), b);
     }
     for (; j < d; j++) {
-        float c = rintf(x[j] * inv);
+        float c = rintf((x[j] * lift) * inv);
         codes[j] = (int8_t)(c > 127.0f ? 127 : (c < -127.0f ? -127 : (int)c));
     }
     *scale = amax / 127.0f;

@@ -92,6 +92,9 @@ static double sum_f32(const float *x, int64_t n) {
     return s;
 }
 
+/* No quant_i8: a NEON version could not be tested here, and quantising is not the hot
+ * loop (once per row at index time, once per query); dispatch.c fills it from the scalar
+ * table, which computes the same bytes. */
 const bb_ops bb_ops_neon = {"neon", dot_rows, dot_f32, dot_i8, bm25_contrib, NULL, sum_f32};
 
 #endif /* __aarch64__ */

@@ -50,9 +50,10 @@ static void quant_i8(const float *x, int64_t d, int8_t *codes, float *scale) {
         float a = fabsf(x[j]);
         if (a > amax) amax = a;
     }
-    float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    float lift = amax < BB_QUANT_TINY ? BB_QUANT_LIFT : 1.0f;
+    float inv = amax > 0.0f ? 127.0f / (amax * lift) : 0.0f;
     for (int64_t j = 0; j < d; j++) {
-        float c = rintf(x[j] * inv);
+        float c = rintf((x[j] * lift) * inv);
         codes[j] = (int8_t)(c > 127.0f ? 127 : (c < -127.0f ? -127 : (int)c));
     }
     *scale = amax / 127.0f;

@@ -9,9 +9,11 @@ is not built.
 
 from __future__ import annotations
 
+import inspect
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -19,8 +21,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from brainbot import kernel as K
+from brainbot import lexical
 from brainbot import reference as R
 from brainbot.errors import KernelError
+
+if TYPE_CHECKING:  # mypy: both implementations satisfy what active() promises
+    _C_KERNEL: K.SearchKernel = K
+    _NUMPY_KERNEL: K.SearchKernel = R
 
 needs_c = pytest.mark.skipif(
     not K.available(), reason="brainbot._kernel is not built: run `pip install -e .`"
@@ -178,6 +185,22 @@ def test_threads_are_bit_identical(simd, q):
 
 
 @needs_c
+@pytest.mark.parametrize("simd", SIMDS)
+@pytest.mark.parametrize("q", [1, 4])
+def test_int8_threads_are_bit_identical(simd, q):
+    rng = np.random.default_rng(13)
+    m, queries = unit_rows(rng, 9000, 64), unit_rows(rng, q, 64)
+    m[4500:] = m[:4500]  # ties across the threads' row ranges
+    codes, scales = K.quantize_int8(m)
+    mk = make_mask(rng, 9000, "bool")
+    one = K._cosine_topk_int8(codes, scales, m, queries, 25, 0, mk, 1, simd)
+    for threads in (0, 2, 3, 8):
+        many = K._cosine_topk_int8(codes, scales, m, queries, 25, 0, mk, threads, simd)
+        np.testing.assert_array_equal(one[0], many[0])
+        np.testing.assert_array_equal(one[1], many[1])
+
+
+@needs_c
 def test_simd_and_scalar_agree_on_large_input():
     rng = np.random.default_rng(4)
     m, queries = unit_rows(rng, 20000, 384), unit_rows(rng, 3, 384)
@@ -198,22 +221,46 @@ def test_one_dimensional_query_is_a_batch_of_one():
 # ------------------------------------------------------------------------- int8
 
 
+def quant_rows(rng: np.random.Generator, n: int, d: int, kind: str) -> np.ndarray:
+    """Rows to quantise. "unit": unit rows at a random scale. "halves": a +-127 entry
+    makes 127 / max |x| exactly 1, and the other entries are k + 0.5, so every code is a
+    rounding tie (AVX2's cvtps, rintf and np.rint must all round half to even). "tiny":
+    max |x| below 2**-100, down to subnormals, where 127 / max |x| would overflow."""
+    if kind == "tiny":
+        scale = np.float32(2.0 ** rng.uniform(-149, -100))
+        return np.ascontiguousarray(unit_rows(rng, n, d) * scale)
+    if kind == "halves":
+        m = rng.integers(-127, 127, (n, d)).astype(np.float32) + np.float32(0.5)
+        if n:
+            m[np.arange(n), rng.integers(0, d, n)] = rng.choice([-127, 127], n)
+        return np.ascontiguousarray(m)
+    return np.ascontiguousarray(unit_rows(rng, n, d) * np.float32(rng.uniform(0.1, 10)))
+
+
 @needs_c
 @FAST
-@given(n=st.integers(0, 60), d=DIMS, seed=st.integers(0, 2**31 - 1), zero_row=st.booleans())
-def test_quantize_is_bit_identical(n, d, seed, zero_row):
-    rng = np.random.default_rng(seed)
-    m = unit_rows(rng, n, d) * np.float32(rng.uniform(0.1, 10))
-    m = np.ascontiguousarray(m, dtype=np.float32)
+@given(
+    n=st.integers(0, 60),
+    d=DIMS,
+    kind=st.sampled_from(["unit", "halves", "tiny"]),
+    zero_row=st.booleans(),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_quantize_is_bit_identical(n, d, kind, zero_row, seed):
+    """The AVX2 path (auto, on this machine), the scalar C twin and numpy give the same
+    bytes: d covers the 32-wide AVX2 body, its scalar tail, and both alone."""
+    m = quant_rows(np.random.default_rng(seed), n, d, kind)
     if zero_row and n:
         m[0] = 0
-    c1, s1 = K.quantize_int8(m)
-    c2, s2 = R.quantize_int8(m)
-    np.testing.assert_array_equal(c1, c2)
-    np.testing.assert_array_equal(s1, s2)
-    assert c1.dtype == np.int8 and s1.dtype == np.float32 and c1.shape == m.shape
+    c_ref, s_ref = R.quantize_int8(m)
+    for simd in SIMDS:
+        c, s = K._quantize_int8(m, simd)
+        assert c.dtype == np.int8 and s.dtype == np.float32 and c.shape == m.shape
+        np.testing.assert_array_equal(c, c_ref, err_msg=simd)
+        np.testing.assert_array_equal(s, s_ref, err_msg=simd)
     if n:
-        assert np.abs(c1.astype(int)).max() <= 127
+        assert np.abs(c_ref.astype(int)).max() <= 127
+    np.testing.assert_array_equal(K.quantize_int8(m)[0], c_ref)  # the public entry point
 
 
 @needs_c
@@ -360,9 +407,19 @@ def test_bm25_default_avgdl_and_parameters():
     post = random_postings(rng, 500, 20)
     qt = np.array([1, 2, 3], np.int32)
     a = K.bm25_topk(*post, qt, 10)
-    b = K.bm25_topk(*post, qt, 10, k1=0.9, b=0.4, avgdl=float(post[3].mean()))
+    explicit = dict(k1=lexical.BM25_K1, b=lexical.BM25_B, avgdl=float(post[3].mean()))
+    b = K.bm25_topk(*post, qt, 10, **explicit)
     np.testing.assert_array_equal(a[0], b[0])
     np.testing.assert_array_equal(a[0], R.bm25_topk(*post, qt, 10)[0])
+    np.testing.assert_array_equal(a[0], R.bm25_topk(*post, qt, 10, **explicit)[0])
+
+
+@pytest.mark.parametrize("impl", [K, R])
+def test_bm25_defaults_are_the_apps_constants(impl):
+    """One definition: the wrappers default to what search.py passes explicitly."""
+    params = inspect.signature(impl.bm25_topk).parameters
+    assert params["k1"].default is lexical.BM25_K1
+    assert params["b"].default is lexical.BM25_B
 
 
 # ----------------------------------------------------------------------- fusion
@@ -561,6 +618,9 @@ def test_c_status_codes():
         )
         == lib.BB_ERR_ARG
     )
+    codes, scales = ffi.new("int8_t[160]"), ffi.new("float[20]")
+    assert lib.bb_quantize_int8(m, 20, 8, 7, codes, scales) == lib.BB_ERR_ARG
+    assert lib.bb_quantize_int8(m, 20, 8, lib.BB_SIMD_SCALAR, codes, scales) == lib.BB_OK
     assert ffi.string(lib.bb_strerror(lib.BB_ERR_K)) == b"k must be > 0"
 
 
@@ -580,6 +640,45 @@ def test_kernel_backend_and_active():
     from brainbot._kernel import lib
 
     assert all(lib.bb_default_pool(k) == R.default_pool(k) for k in (1, 10, 16, 17, 100))
+
+
+PROTOCOL = sorted(
+    n for n, v in vars(K.SearchKernel).items() if inspect.isfunction(v) and n[0] != "_"
+)
+
+
+def _params(fn, drop_self=False):
+    ps = list(inspect.signature(fn).parameters.values())[1 if drop_self else 0 :]
+    return [(p.name, p.kind, p.default) for p in ps]
+
+
+@pytest.mark.parametrize("impl", [K, R], ids=["kernel", "reference"])
+@pytest.mark.parametrize("name", PROTOCOL)
+def test_both_kernels_match_the_protocol(impl, name):
+    """Names, kinds and defaults of every SearchKernel member, as the modules define
+    them (mypy checks the types: test_protocol_and_stub_type_check)."""
+    want = _params(getattr(K.SearchKernel, name), drop_self=True)
+    got = _params(getattr(impl, name))
+    assert got[: len(want)] == want
+    assert all(default is not inspect.Parameter.empty for _, _, default in got[len(want) :])
+
+
+@pytest.mark.slow
+def test_protocol_and_stub_type_check(tmp_path):
+    """mypy accepts both modules as a SearchKernel (the TYPE_CHECKING block above), and
+    stubtest finds kernel.pyi in step with kernel.py. Skipped where mypy is not
+    installed (it is not a test dependency)."""
+    pytest.importorskip("mypy")
+    root = Path(__file__).resolve().parent.parent
+    config = tmp_path / "mypy.ini"  # onnxruntime, reached through brainbot.embed, has no stubs
+    config.write_text("[mypy]\nignore_missing_imports = True\n")
+    common = ["--config-file", str(config), "--cache-dir", str(tmp_path / "cache")]
+    for args in (
+        ["-m", "mypy", *common, "tests/test_kernel.py"],
+        ["-m", "mypy.stubtest", "--mypy-config-file", str(config), "brainbot.kernel"],
+    ):
+        run = subprocess.run([sys.executable, *args], cwd=root, capture_output=True, text=True)
+        assert run.returncode == 0, run.stdout + run.stderr
 
 
 def test_missing_extension_falls_back_with_one_warning():
