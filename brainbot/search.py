@@ -14,6 +14,7 @@ re-ranker in ``rerank.py``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
@@ -30,7 +31,7 @@ POOL = 100
 # individual rank learning methods": k = 60.
 RRF_K = 60.0
 # Settled by `brainbot eval` on NFCorpus (README, "Retrieval quality").
-DEFAULT_FUSION = "rrf"
+DEFAULT_FUSION: Literal["rrf", "weighted"] = "rrf"
 DEFAULT_WEIGHTS = (1.0, 1.0)  # (bm25, vector)
 
 
@@ -115,7 +116,8 @@ class Searcher:
     # -- the query ----------------------------------------------------------------------
     def search(self, query: str, k: int = 10, *, mode: str = "hybrid", rerank: bool = False,
                path_glob: str | None = None, tags: list[str] | None = None,
-               min_score: float | None = None, fusion: str = DEFAULT_FUSION,
+               min_score: float | None = None,
+               fusion: Literal["rrf", "weighted"] = DEFAULT_FUSION,
                weights: tuple[float, float] = DEFAULT_WEIGHTS, pool: int = POOL,
                qvec=None) -> list[Hit]:
         if mode not in MODES:
