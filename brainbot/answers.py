@@ -46,6 +46,7 @@ class Passage:
     text: str
     start_char: int
     end_char: int
+    indexed_sha256: str = ""  # of the file as indexed: a citation of a changed file is stale
 
     @property
     def source(self) -> str:
@@ -70,11 +71,13 @@ class Citation:
     heading_path: list[str]
     cited_text: str
     verified: bool = True
+    stale: bool = False  # its span still reads the same, but the file changed elsewhere
 
     def to_dict(self) -> dict:
         return {"n": self.n, "path": self.path, "start_line": self.start_line,
                 "end_line": self.end_line, "heading_path": self.heading_path,
-                "cited_text": self.cited_text, "verified": self.verified}
+                "cited_text": self.cited_text, "verified": self.verified,
+                "stale": self.stale}
 
     @property
     def location(self) -> str:
@@ -97,13 +100,15 @@ class Answer:
     evidence: float | None = None  # best question-chunk cosine (REFUSE_BELOW)
     support: float | None = None  # extractive: best quotable unit's score (SUPPORT_MIN)
     streamed: bool = False  # the model's text already went to the terminal
+    index_note: str | None = None  # on a refusal: how far the index is behind the notes
 
     def to_dict(self) -> dict:
         return {"answer": self.answer, "refused": self.refused, "mode": self.mode,
                 "citations": [c.to_dict() for c in self.citations], "steps": self.steps,
                 "usage": self.usage, "dropped": self.dropped, "nearest": self.nearest,
                 "model": self.model, "stop_reason": self.stop_reason,
-                "evidence": _round(self.evidence), "support": _round(self.support)}
+                "evidence": _round(self.evidence), "support": _round(self.support),
+                "index_note": self.index_note}
 
 
 def _round(value: float | None) -> float | None:
@@ -117,18 +122,27 @@ def squash_spaces(text: str) -> str:
     return " ".join(text.split()).replace("\u2019", "'")
 
 
-def check_fresh(src: Passage, cache: dict | None = None) -> str | None:
-    """None when the file on disk still holds ``src.text`` at its span, else why not."""
-    cache = {} if cache is None else cache
+def _on_disk(src: Passage, cache: dict) -> tuple[str, str] | None:
     key = (src.root, src.path)
     if key not in cache:
-        cache[key] = spans.read_document_text(src.root, src.path)
-    text = cache[key]
-    if text is None:
+        cache[key] = spans.read_document(src.root, src.path)
+    return cache[key]
+
+
+def check_fresh(src: Passage, cache: dict | None = None) -> str | None:
+    """None when the file on disk still holds ``src.text`` at its span, else why not."""
+    found = _on_disk(src, {} if cache is None else cache)
+    if found is None:
         return "stale: the note is gone from disk since it was indexed"
-    if text[src.start_char:src.end_char] != src.text:
+    if found[0][src.start_char:src.end_char] != src.text:
         return "stale: the note changed on disk since it was indexed"
     return None
+
+
+def is_stale(src: Passage, cache: dict) -> bool:
+    """Whether the file of a citation that verified changed elsewhere since indexing."""
+    found = _on_disk(src, cache)
+    return found is None or bool(src.indexed_sha256 and found[1] != src.indexed_sha256)
 
 
 def verify(src: Passage | None, cited_text: str, claimed_source: str | None,
@@ -172,6 +186,8 @@ def format_answer(answer: Answer) -> str:
         lines.append(EXTRACTIVE_LABEL)
     if answer.refused:
         lines.append(REFUSAL + ".")
+        if answer.index_note:
+            lines.append(f"Your index may be out of date: {answer.index_note}.")
         if answer.nearest:
             lines += ["", "Nearest notes:"]
             for i, n in enumerate(answer.nearest, 1):
@@ -185,7 +201,8 @@ def format_answer(answer: Answer) -> str:
         lines.append("")
         for c in answer.citations:
             head = f" ({' > '.join(c.heading_path)})" if c.heading_path else ""
-            lines.append(f"[{c.n}] {c.location}{head}")
+            note = " [the note changed since it was indexed]" if c.stale else ""
+            lines.append(f"[{c.n}] {c.location}{head}{note}")
     for d in answer.dropped:
         lines.append(f"dropped citation {d['source'] or '?'}: {d['reason']}")
     return safe_text("\n".join(lines).strip("\n"))

@@ -213,6 +213,33 @@ def cmd_ask(args) -> int:
     return 0
 
 
+def cmd_watch(args) -> int:
+    import threading
+
+    from .watch import Watcher, install_stop_signals, quiet_library_logs
+
+    stop = threading.Event()
+    install_stop_signals(stop)
+    quiet_library_logs()
+
+    def report(p) -> None:
+        if args.json:
+            print(json.dumps({"root": p.root, "paths": p.paths, "error": p.error,
+                              "seconds": round(p.seconds, 3), **p.stats.to_dict()},
+                             ensure_ascii=False), flush=True)
+        else:
+            print(p.line(), flush=True)
+
+    Watcher(args.paths, args.db, stop=stop, on_pass=report).run()
+    return 0
+
+
+def cmd_mcp(args) -> int:
+    from .server import serve
+
+    return serve(args.db, args.watch)
+
+
 def cmd_model(args) -> int:
     from . import model
 
@@ -343,6 +370,25 @@ def _add_ask(sub) -> None:
     p.set_defaults(func=cmd_ask)
 
 
+def _add_watch(sub) -> None:
+    p = sub.add_parser("watch", help="keep the index fresh while notes change",
+                       epilog="Example: brainbot watch ~/notes --db notes.db")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="folders of notes to watch")
+    _db_option(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object per pass")
+    p.set_defaults(func=cmd_watch)
+
+
+def _add_mcp(sub) -> None:
+    p = sub.add_parser("mcp", help="serve the index to agents over MCP (stdio)",
+                       epilog="Example: claude mcp add brainbot -- brainbot mcp --db "
+                              "~/notes.db --watch ~/notes")
+    _db_option(p)
+    p.add_argument("--watch", nargs="+", metavar="PATH",
+                   help="also keep the index fresh from these folders")
+    p.set_defaults(func=cmd_mcp)
+
+
 def _add_model(sub) -> None:
     p = sub.add_parser("model", help="get, export or show the embedding model",
                        epilog="Example: brainbot model pull")
@@ -352,7 +398,7 @@ def _add_model(sub) -> None:
 
 
 COMMANDS = (_add_index, _add_query, _add_get, _add_chunks, _add_report,
-            _add_status_and_doctor, _add_eval, _add_ask, _add_model)
+            _add_status_and_doctor, _add_eval, _add_ask, _add_watch, _add_mcp, _add_model)
 
 
 def build_parser() -> argparse.ArgumentParser:

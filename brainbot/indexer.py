@@ -22,10 +22,12 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from . import documents, lexical, notes
 from .db import open_store
 from .documents import Chunked, Document
+from .errors import IndexStopped
 from .store import NewChunk, NewDocument
 
 # Chunks per write transaction. Small enough that a kill loses seconds of work, large
@@ -67,7 +69,8 @@ class Indexer:
     store's writer lock is held from enter to exit."""
 
     def __init__(self, db_path, *, precision: str = "fp32", embedder=None, params=None,
-                 rebuild: bool = False, progress: Callable[[int, int], None] | None = None):
+                 rebuild: bool = False, progress: Callable[[int, int], None] | None = None,
+                 stop=None):
         from .chunking import ChunkParams
         from .identity import current
         from .tokens import TokenCounter
@@ -82,6 +85,7 @@ class Indexer:
         self.rebuild = rebuild
         self.stats = IndexStats()
         self.store = None
+        self.stop = stop  # a threading.Event: set, the run ends before its next transaction
 
     # -- lifecycle -------------------------------------------------------------------
     def __enter__(self) -> Indexer:
@@ -121,6 +125,24 @@ class Indexer:
             self.stats.skipped.extend(root.problems)
             known = self.store.known_documents(root.path)
             self._index_documents(root.path, self._changed(root, known), root.scope, known)
+        return self.finish()
+
+    def index_changes(self, root, relpaths: Iterable[str]) -> IndexStats:
+        """Re-index only ``relpaths`` (POSIX, relative to the folder ``root``): the ones
+        that are notes on disk are indexed, the others leave the index."""
+        relpaths = set(relpaths)
+        found = notes.discover_some(Path(root), relpaths)
+        target = documents.Root(Path(root).absolute().as_posix(), relpaths, found.files,
+                                found.problems)
+        self.stats.skipped.extend(found.problems)
+        known = self.store.known_documents(target.path)
+        self._index_documents(target.path, self._changed(target, known), relpaths, known)
+        return self.finish()
+
+    def forget_root(self, root) -> IndexStats:
+        """Remove every document of a folder that no longer exists."""
+        path = Path(root).absolute().as_posix()
+        self._index_documents(path, iter(()), None, self.store.known_documents(path))
         return self.finish()
 
     def finish(self) -> IndexStats:
@@ -176,6 +198,7 @@ class Indexer:
             self._write_batch(batch, known, touched)
         gone = [known[p].id for p in known if p not in seen and (scope is None or p in scope)]
         if gone:
+            self._check_stop()
             with self.store.batch():
                 self.store.delete_documents(gone)
             self.stats.removed += len(gone)
@@ -190,6 +213,7 @@ class Indexer:
         return found, len(todo)
 
     def _write_batch(self, batch: list[Chunked], known: dict, touched: list) -> None:
+        self._check_stop()
         vectors, embedded = self._vectors_for([c for item in batch for c in item.chunks])
         with self.store.batch():
             if touched:
@@ -208,6 +232,11 @@ class Indexer:
         self.stats.embedded += embedded
 
 
+    def _check_stop(self) -> None:
+        if self.stop is not None and self.stop.is_set():
+            raise IndexStopped("stopped before the next transaction; run again to finish")
+
+
 def _new_document(item: Chunked, vectors: dict) -> NewDocument:
     doc = item.doc
     chunks = []
@@ -219,8 +248,9 @@ def _new_document(item: Chunked, vectors: dict) -> NewDocument:
                        item.parsed.front_matter, doc.kind, list(item.warnings), chunks)
 
 
-def progress_printer(stream=sys.stderr) -> Callable[[int, int], None] | None:
+def progress_printer(stream=None) -> Callable[[int, int], None] | None:
     """A tqdm progress bar with ETA when stderr is a terminal, else None."""
+    stream = stream or sys.stderr  # looked up now: tests and tools swap sys.stderr
     if not stream.isatty():
         return None
     try:

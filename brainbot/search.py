@@ -18,7 +18,7 @@ from typing import Literal
 
 import numpy as np
 
-from . import kernel, lexical
+from . import freshness, kernel, lexical
 from .db import open_store
 from .errors import InputError
 from .store import DocumentRow, Filter, Store
@@ -52,6 +52,7 @@ class Hit:
     start_char: int = -1
     end_char: int = -1
     document: DocumentRow | None = field(default=None, repr=False)
+    stale: bool = False  # the file changed or vanished since it was indexed
 
     @property
     def location(self) -> str:
@@ -61,7 +62,7 @@ class Hit:
         out = {"chunk_id": self.chunk_id, "path": self.path,
                "heading_path": self.heading_path, "start_line": self.start_line,
                "end_line": self.end_line, "score": round(float(self.score), 6),
-               "text": self.text}
+               "text": self.text, "stale": self.stale}
         if explain:
             out["explain"] = self.explain
         return out
@@ -123,7 +124,7 @@ class Searcher:
         if mode not in MODES:
             raise InputError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
         if k <= 0:
-            raise InputError("-k must be at least 1")
+            raise InputError(f"k must be at least 1, not {k}")
         if not query.strip():
             raise InputError("the query is empty")
         self.store.refresh()  # another process may have indexed since the last query
@@ -150,6 +151,7 @@ class Searcher:
             hits = do_rerank(self, query, hits)[:k]
         if min_score is not None:
             hits = [h for h in hits if h.score >= min_score]
+        freshness.mark(hits)
         return hits
 
     def _hits(self, ids: np.ndarray, scores: np.ndarray, explain: list[dict], k: int) -> list[Hit]:

@@ -27,15 +27,16 @@ def document(store: Store, path: str) -> DocumentRow:
     return doc
 
 
-def read_document_text(root: str, path: str) -> str | None:
-    """The note's current text on disk (universal newlines), or None if unreadable."""
+def read_document(root: str, path: str) -> tuple[str, str] | None:
+    """The note's current text on disk (universal newlines) and the sha256 of its bytes,
+    or None if it cannot be read."""
     from .notes import decode
 
     try:
         data = (Path(root) / path).read_bytes()
     except OSError:
         return None
-    return decode(data)[0]
+    return decode(data)[0], hashlib.sha256(data).hexdigest()
 
 
 def stored_lines(doc: DocumentRow) -> list[str]:

@@ -132,7 +132,8 @@ def test_cited_answer_is_verified_and_formatted(fake, searcher):
     assert set(d) >= {"answer", "refused", "mode", "citations", "steps", "usage", "dropped",
                       "nearest"}
     assert set(d["citations"][0]) == {"n", "path", "start_line", "end_line", "heading_path",
-                                      "cited_text", "verified"}
+                                      "cited_text", "verified", "stale"}
+    assert d["citations"][0]["stale"] is False
     out = format_answer(answer)
     heading = " > ".join(c.heading_path)
     assert f"[1] cooking/sourdough.md:{c.start_line}-{c.end_line} ({heading})" in out
