@@ -224,16 +224,16 @@ def ground(content, session: Session) -> tuple[str, list[Citation], list[dict]]:
                                              f"unsupported citation type {c.type!r}"))
                 continue
             src = session.passage_at(c.search_result_index)
-            reason = verify(src, c.cited_text or "", c.source, cache)
+            span, reason = verify(src, c, cache)
             if reason:
                 dropped.append(dropped_entry(src, c.cited_text or "", reason, c.source))
                 continue
-            key = (src.path, src.start_line, src.end_line)
+            key = (span.path, span.start_line, span.end_line)
             if key not in numbers:
                 numbers[key] = len(numbers) + 1
-                cites.append(Citation(numbers[key], src.path, src.start_line, src.end_line,
-                                      src.heading_path, c.cited_text,
-                                      stale=is_stale(src, cache)))
+                cites.append(Citation(numbers[key], span.path, span.start_line, span.end_line,
+                                      span.heading_path, span.text,
+                                      stale=is_stale(span, cache)))
             if f"[{numbers[key]}]" not in marks:
                 marks.append(f"[{numbers[key]}]")
         parts.append(block.text + (" " + "".join(marks) if marks else ""))

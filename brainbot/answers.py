@@ -11,8 +11,9 @@ characters escaped: note text may hold terminal escapes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
-from . import spans
+from . import segments, spans
 
 NEAREST = 3
 REFUSAL = "I couldn't find this in your notes"
@@ -56,10 +57,34 @@ class Passage:
     def title(self) -> str:
         return " > ".join(self.heading_path) or self.path
 
+    @cached_property
+    def blocks(self) -> list[tuple[int, int]]:
+        """The text's spans sent as the result's content blocks: one per sentence, list
+        item, code block or table row (``segments.blocks``)."""
+        return segments.blocks(self.text)
+
     def block(self) -> dict:
         return {"type": "search_result", "source": self.source, "title": self.title,
-                "content": [{"type": "text", "text": self.text}],
+                "content": [{"type": "text", "text": self.text[s:e]} for s, e in self.blocks],
                 "citations": {"enabled": True}}
+
+    def span(self, s: int, e: int) -> Passage:
+        """The Passage of text[s:e] (trailing whitespace dropped): its own lines and
+        characters in the file."""
+        e = s + len(self.text[s:e].rstrip())
+        first = self.start_line + self.text.count("\n", 0, s)
+        last = self.start_line + self.text.count("\n", 0, e)
+        return Passage(self.path, self.root, first, last, self.heading_path, self.text[s:e],
+                       self.start_char + s, self.start_char + e, self.indexed_sha256)
+
+    def cited(self, start_block, end_block) -> Passage | None:
+        """The span of blocks [start_block, end_block) as sent, or None when that range
+        is not within the blocks of this result."""
+        ok = (isinstance(start_block, int) and isinstance(end_block, int)
+              and 0 <= start_block < end_block <= len(self.blocks))
+        if not ok:
+            return None
+        return self.span(self.blocks[start_block][0], self.blocks[end_block - 1][1])
 
 
 @dataclass
@@ -145,17 +170,25 @@ def is_stale(src: Passage, cache: dict) -> bool:
     return found is None or bool(src.indexed_sha256 and found[1] != src.indexed_sha256)
 
 
-def verify(src: Passage | None, cited_text: str, claimed_source: str | None,
-           cache: dict) -> str | None:
-    """None when a citation verifies, else the reason it is dropped."""
+def verify(src: Passage | None, loc, cache: dict) -> tuple[Passage | None, str | None]:
+    """The exact span a search_result_location citation names, or why it is dropped: the
+    result was sent, its source matches, the block range lies within the blocks sent,
+    the quote is those blocks' text, and the file still holds them at those lines."""
     if src is None:
-        return "cites a search result that was never sent"
-    if claimed_source is not None and claimed_source != src.source:
-        return f"source {claimed_source!r} does not match the result it points at"
-    quote = squash_spaces(cited_text)
-    if not quote or quote not in squash_spaces(src.text):
-        return "cited text is not inside the returned chunk"
-    return check_fresh(src, cache)
+        return None, "cites a search result that was never sent"
+    claimed = getattr(loc, "source", None)
+    if claimed is not None and claimed != src.source:
+        return None, f"source {claimed!r} does not match the result it points at"
+    start, end = getattr(loc, "start_block_index", None), getattr(loc, "end_block_index", None)
+    cited = src.cited(start, end)
+    if cited is None:
+        return None, (f"cites blocks {start}-{end} outside the {len(src.blocks)} blocks of "
+                      "the result sent")
+    quote = squash_spaces(getattr(loc, "cited_text", "") or "")
+    if not quote or quote not in squash_spaces(src.text[src.blocks[start][0]:
+                                                         src.blocks[end - 1][1]]):
+        return None, "cited text is not the text of the cited blocks"
+    return cited, check_fresh(cited, cache)
 
 
 def dropped_entry(src: Passage | None, cited_text: str, reason: str, claimed: str = "") -> dict:

@@ -164,7 +164,7 @@ def extractive_answer(question: str, *, searcher, hits, passages: list[Passage],
     cites: dict[str, Citation] = {}  # by location: two sentences of one line share it
     parts, dropped, cache = [], [], {}
     for u in chosen:
-        unit = unit_passage(u.src, u.start, u.end)
+        unit = u.src.span(u.start, u.end)
         stale = check_fresh(unit, cache)
         if stale:
             dropped.append({"source": unit.source, "cited_text": unit.text[:300],
@@ -276,14 +276,6 @@ def _code_groups(text: str, a: int, b: int) -> list[tuple[int, int]]:
     if start is not None:
         out.append((start, end))
     return out
-
-
-def unit_passage(src: Passage, s: int, e: int) -> Passage:
-    """The Passage of text[s:e] of a chunk: its own lines and characters in the file."""
-    first = src.start_line + src.text.count("\n", 0, s)
-    last = src.start_line + src.text.count("\n", 0, e)
-    return Passage(src.path, src.root, first, last, src.heading_path, src.text[s:e],
-                  src.start_char + s, src.start_char + e, src.indexed_sha256)
 
 
 def score_units(question: str, qvec, units: list[Unit], searcher):
