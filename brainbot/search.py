@@ -18,7 +18,7 @@ from typing import Literal
 
 import numpy as np
 
-from . import freshness, kernel, lexical
+from . import freshness, kernel, language, lexical
 from .db import open_store
 from .errors import InputError
 from .store import DocumentRow, Filter, Store
@@ -33,6 +33,13 @@ RRF_K = 60.0
 # Settled by `brainbot eval` on NFCorpus (README, "Retrieval quality").
 DEFAULT_FUSION: Literal["rrf", "weighted"] = "rrf"
 DEFAULT_WEIGHTS = (1.0, 1.0)  # (bm25, vector)
+# A query written mostly in Chinese, Japanese or Korean: the English model's vectors are
+# weak there, so BM25 carries it. benchmarks/bench_cjk.py, hybrid hit@5 / MRR on
+# examples/questions-cjk.jsonl with (bm25, vector) weights 1:1 0.855 / 0.679, 1:0.5
+# 0.952 / 0.785, 1:0.25 0.968 / 0.855, 1:0 1.000 / 0.973 (= bm25 alone; vector alone:
+# 0.613 / 0.437). Any weight on the vector leg only hurt, so it is left out (and the
+# query is not embedded).
+CJK_WEIGHTS = (1.0, 0.0)
 
 
 @dataclass
@@ -119,7 +126,7 @@ class Searcher:
                path_glob: str | None = None, tags: list[str] | None = None,
                min_score: float | None = None,
                fusion: Literal["rrf", "weighted"] = DEFAULT_FUSION,
-               weights: tuple[float, float] = DEFAULT_WEIGHTS, pool: int = POOL,
+               weights: tuple[float, float] | None = None, pool: int = POOL,
                qvec=None) -> list[Hit]:
         if mode not in MODES:
             raise InputError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
@@ -128,6 +135,7 @@ class Searcher:
         if not query.strip():
             raise InputError("the query is empty")
         self.store.refresh()  # another process may have indexed since the last query
+        weights = weights or (CJK_WEIGHTS if language.mostly_cjk(query) else DEFAULT_WEIGHTS)
         flt = Filter(path_glob, tuple(tags or ()))
         n = max(pool, k)
         if mode == "bm25":
@@ -139,7 +147,10 @@ class Searcher:
                        for i, s in enumerate(scores)]
         else:
             ids_a, sc_a = self.bm25(query, n, flt)
-            ids_b, sc_b = self.vector(query, n, flt, qvec)
+            if weights[1] > 0:
+                ids_b, sc_b = self.vector(query, n, flt, qvec)
+            else:  # the leg would count for nothing: skip the embedding too
+                ids_b, sc_b = np.full(n, -1, np.int64), np.full(n, -np.inf, np.float32)
             fused = self.kernel.fuse(ids_a, sc_a, ids_b, sc_b, n, method=fusion, rrf_k=RRF_K,
                                      weight_a=weights[0], weight_b=weights[1])
             ids, scores = fused.ids, fused.scores
