@@ -13,9 +13,9 @@ merged into a neighbour, and the merged chunk takes the heading path of its larg
 
 A chunk is retrieved by what a reader sees (``inline.py``): ``retrieval_text`` is the
 heading prefix and the *visible text* of the source, without HTML comments, reference
-definitions and link targets, so atoms are counted on their visible text too. An atom with
-nothing visible (an anchor comment) is glued to what follows it like a heading, so it never
-makes a chunk of its own; coverage of the source is unchanged.
+definitions and link targets. Atoms keep their counts as written (an upper bound), except
+that an atom with nothing visible (an anchor comment) counts zero and is glued to what
+follows it like a heading, so it never makes a chunk of its own; coverage is unchanged.
 
 Invariants, all tested: ``text[start_char:end_char] == source_text``; every non-blank
 character after the front matter lies in some chunk; ``retrieval_tokens <= max_tokens``

@@ -2,29 +2,28 @@
 
 `InlineMarkup.of_note(parsed)` scans a note once and records each inline element with its
 exact span (``text[e.start:e.end]`` is its source): HTML comments, code spans, wikilinks and
-embeds, links and images (``[text](dest "title")``; ``[text][label]``, ``[label][]`` and
-``[label]`` when the note defines the label), definitions, autolinks, bare URLs and #tags.
-From them it knows the *visible text* of any span, what a reader of the rendered note sees:
+embeds, links and images (inline, and reference links whose label the note defines),
+definitions, autolinks, bare URLs and #tags. From them it knows the *visible text* of any
+span, what a reader of the rendered note sees:
 
     [text](url) -> text     ![alt](src) -> alt      <!-- ... -->, [label]: url -> nothing
     [[Note]], [[dir/Note.md]], ![[Note]] -> Note    [[Note|alias]] -> alias
     [[Note#Heading]] -> Note > Heading (as Obsidian shows it)    [[#Heading]] -> Heading
     [[Note#^block]] -> Note    ![[photo.png]] -> nothing (a reader sees the picture)
 
-All else stays as written: emphasis, raw HTML tags, escapes, autolinked and bare URLs (a
-reader sees those). An element that vanishes from a line of its own takes the line along.
+All else stays as written: emphasis, raw HTML tags, escapes, URLs (a reader sees those). An
+element that vanishes from a line of its own takes the line along.
 
-Block context comes from `markdown.parse`: code blocks, and fences inside list items and
-quotes, are never scanned; HTML blocks only for comments; definitions are found one line
-each at the start of a paragraph. Within a block the rules are CommonMark's where notes go
-(backtick runs close on a run of the same length; code spans, comments and autolinks bind
-tighter than links; no link inside a link), simplified where they do not: an unbracketed
-destination holds no ``[`` or ``]`` and one level of parentheses at most.
+Code blocks (and fences in list items and quotes) are never scanned, HTML blocks only for
+comments; definitions are one line each at the start of a paragraph. Within a block the
+rules are CommonMark's where notes go (backtick runs close on a run of the same length;
+code spans, comments and autolinks bind tighter than links; no link inside a link), and
+simpler where they do not: an unbracketed destination holds no ``[`` or ``]`` and one level
+of parentheses at most. Linear on any input: each element is matched by an anchored,
+unambiguous regex or a bracket stack from a position the scan then moves past, and a failed
+search is never repeated (a 1 MB line of ``[[[[`` or ``<!--``).
 
-Linear on any input: each element is matched by an anchored, unambiguous regex or a bracket
-stack from a position the scan then moves past, and a failed search is never repeated (a
-1 MB line of ``[[[[`` or ``<!--``). This module does not resolve links, render or strip
-emphasis.
+This module does not resolve links, render, or strip emphasis.
 """
 
 from __future__ import annotations
@@ -77,16 +76,12 @@ class WikiLink(Span):
     @property
     def visible(self) -> str:
         name = self.name
-        if self.embed:
-            ext = name.rpartition(".")[2].lower()
-            if "." in name and ext in ATTACHMENTS:
-                return ""  # a picture, a sound, a PDF: the reader sees the file
-        elif self.alias and self.alias.strip():
+        if self.embed and "." in name and name.rpartition(".")[2].lower() in ATTACHMENTS:
+            return ""  # a picture, a sound, a PDF: the reader sees the file
+        if not self.embed and self.alias and self.alias.strip():
             return self.alias.strip()
-        parts = [name.strip()] if name.strip() else []
-        if self.heading and not self.heading.startswith("^"):
-            parts += [h.strip() for h in self.heading.split("#") if h.strip()]
-        return HEADING_SEPARATOR.join(parts)
+        heading = "" if not self.heading or self.heading.startswith("^") else self.heading
+        return HEADING_SEPARATOR.join(p.strip() for p in [name, *heading.split("#")] if p.strip())
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,8 +134,10 @@ Element = Comment | CodeSpan | WikiLink | Link | Autolink | BareUrl | Definition
 # --- the patterns: anchored where used, and unambiguous (alternatives start with distinct
 # characters, a repeat is followed by what it cannot match), so any backtracking is linear.
 
-# What may start an element: an escape, a backtick run, "<", brackets, a URL.
-_SPECIAL = re.compile(r"\\[!-/:-@\[-`{-~]|`+|<!--|<|!?\[\[?|\]|(?i:https?://|www\.)")
+# What may start an element: an escape, a backtick run, "<", brackets. Found by a character
+# class first: sre scans for a class far faster than for an alternation (measured 6x).
+_FIRST = re.compile(r"[\\`<\[\]!]")
+_SPECIAL = re.compile(r"\\[!-/:-@\[-`{-~]|`+|<!--|<|!?\[\[?|\]")
 _BACKTICKS = re.compile(r"`+")
 _AUTOLINK = re.compile(
     r"<([A-Za-z][A-Za-z0-9+.-]{1,31}:[^\x00-\x20<>]*)>"
@@ -160,17 +157,14 @@ _DEFINITION = re.compile(
     r" {0,3}\[((?:[^\[\]\\\n]|\\.){1,999})\]:[ \t]*(?:<((?:[^<>\n\\]|\\.)*)>|(\S+))"
     r"(?:[ \t]+(\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'|\((?:[^()\\\n]|\\.)*\)))?[ \t]*"
 )
+_URL_HINT = re.compile(r"://|www\.")  # a literal first: found at memchr speed
 _BARE_URL = re.compile(r"(?i:https?://|www\.)[^\s<>\[\]`|]+")
 # After whitespace or at a line start; letters, digits, "_", "-", "/" (Obsidian's rule).
-_TAG = re.compile(r"(?<![^\s])#([\w/-]+)")
+_TAG = re.compile(r"#([\w/-]+)")
 
 
 def _normal_label(label: str) -> str:  # CommonMark: case-folded, whitespace collapsed
     return " ".join(label.split()).casefold()
-
-
-def _strip_quotes(title: str | None) -> str | None:
-    return title[1:-1] if title else None
 
 
 def _whole_line(text: str, s: int, e: int) -> tuple[int, int]:
@@ -191,14 +185,9 @@ def _whole_line(text: str, s: int, e: int) -> tuple[int, int]:
 def _trim_url(text: str, s: int, e: int) -> int:
     """GFM's end of a bare URL: no trailing punctuation, no unbalanced ")"."""
     opened, closed = text.count("(", s, e), text.count(")", s, e)
-    while e > s:
-        ch = text[e - 1]
-        if ch in "?!.,:;*_~'\"":
-            e -= 1
-        elif ch == ")" and closed > opened:
-            e, closed = e - 1, closed - 1
-        else:
-            break
+    while e > s and (text[e - 1] in "?!.,:;*_~'\"" or text[e - 1] == ")" and closed > opened):
+        closed -= text[e - 1] == ")"
+        e -= 1
     return e
 
 
@@ -231,16 +220,18 @@ class _Scanner:
         self.floor = 0  # "[" openers below this index are inside a link: no link opens
         self.runs: dict[int, list[int]] | None = None  # backtick run starts by length
         self.comments_close = True  # False once a "<!--" found no "-->" after it
-        pos = a
+        pos, found = a, len(self.opaque)
         if not inline:
             while (p := text.find("<!--", pos, b)) != -1:
                 close = text.find("-->", p + 2, b)
                 pos = b if close == -1 else close + 3
                 self.vanish(Comment(p, pos))
             return
-        while (m := _SPECIAL.search(text, pos, b)) is not None:
-            token = m.group()
-            pos = self.handlers.get(token[0], self.bare_url)(m.start(), token)
+        while (m := _FIRST.search(text, pos, b)) is not None:
+            p = m.start()
+            token = _SPECIAL.match(text, p, b)
+            pos = p + 1 if token is None else self.handlers[text[p]](p, token.group())
+        self.bare_urls(sorted(self.opaque[found:]))
 
     def code_span(self, p: int, token: str) -> int:
         if self.runs is None:
@@ -311,7 +302,7 @@ class _Scanner:
         if m is not None:
             dest = m.group(1) if m.group(1) is not None else m.group(2) or ""
             return Link(start, m.end(), t0, close, text[t0:close], dest,
-                        _strip_quotes(m.group(3)), image)
+                        m.group(3) and m.group(3)[1:-1], image)
         if not self.labels:
             return None
         m = _LABEL.match(text, close + 1, self.b)
@@ -328,16 +319,24 @@ class _Scanner:
         return Link(start, end, t0, close, text[t0:close], definition.destination,
                     definition.title, image, label)
 
-    def bare_url(self, p: int, token: str) -> int:
-        text, prefix = self.text, len(token)
-        if p > self.a and not (text[p - 1].isspace() or text[p - 1] in "*_~("):
-            return p + prefix  # inside a word or a destination: not a URL of its own
-        m = _BARE_URL.match(text, p, self.b)
-        end = _trim_url(text, p + prefix, m.end()) if m is not None else p
-        if end <= p + prefix:
-            return p + prefix
-        self.add(BareUrl(p, end, text[p:end]))
-        return end
+    def bare_urls(self, taken: list[tuple[int, int]]) -> None:
+        """URLs in the run's text, outside the elements found in it (a URL inside a link's
+        text counts; one in its destination does not). After whitespace or "*_~(" only."""
+        text, a, starts, end = self.text, self.a, [s for s, _ in taken], self.a
+        for hint in _URL_HINT.finditer(text, a, self.b):
+            p = hint.start()
+            if text[p] == ":":
+                p -= 5 if text[p - 5 : p].lower() == "https" else 4
+            k = bisect_right(starts, p) - 1
+            if p < end or p < a or (k >= 0 and taken[k][1] > p):
+                continue  # inside the last URL, or inside an element
+            if p > a and not (text[p - 1].isspace() or text[p - 1] in "*_~("):
+                continue  # inside a word: not a URL of its own
+            m = _BARE_URL.match(text, p, self.b)
+            prefix = 4 if text[p] in "wW" else text.index("://", p) + 3 - p
+            if m is not None and (e := _trim_url(text, p + prefix, m.end())) > p + prefix:
+                self.add(BareUrl(p, e, text[p:e]))
+                end = e
 
 
 def _definitions(text: str, s: int, e: int, out: list[Definition]) -> int:
@@ -349,7 +348,7 @@ def _definitions(text: str, s: int, e: int, out: list[Definition]) -> int:
         if m is None or not m.group(1).strip():
             return s
         destination = m.group(2) if m.group(2) is not None else m.group(3)
-        out.append(Definition(s, stop, m.group(1), destination, _strip_quotes(m.group(4))))
+        out.append(Definition(s, stop, m.group(1), destination, m.group(4) and m.group(4)[1:-1]))
         s = e if nl == -1 else nl + 1
     return s
 
@@ -476,9 +475,10 @@ def _tags(text: str, runs, opaque: list[tuple[int, int]]) -> list[Tag]:
         if not inline:
             continue
         for m in _TAG.finditer(text, a, b):
-            k = bisect_right(starts, m.start()) - 1
-            if k >= 0 and opaque[k][1] > m.start():
-                continue
+            p = m.start()
+            k = bisect_right(starts, p) - 1
+            if (p and not text[p - 1].isspace()) or (k >= 0 and opaque[k][1] > p):
+                continue  # not after whitespace, or inside code, a comment, a link
             name = m.group(1)
             if not name.isdigit():  # "#123" is an issue number (Obsidian's rule)
                 found.append(Tag(m.start(), m.end(), name))

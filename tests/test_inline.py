@@ -170,6 +170,10 @@ def test_autolinks_and_bare_urls():
     assert [text[e.start:e.end] for e in found] == [
         "<https://a.org/x>", "https://b.org/p_(q)", "www.c.org"]
     assert found[0].destination == "https://a.org/x" and found[1].url == "https://b.org/p_(q)"
+    text = ("http://a.org at the start, HTTPS://B.ORG/X, ftp://c.org no, `https://d.org` no, "
+            "[https://e.org](https://f.org) no, ( https://e.org) yes, https://www.g.org once.")
+    urls = [e.url for e in parse_inline(text) if isinstance(e, BareUrl)]
+    assert urls == ["http://a.org", "HTTPS://B.ORG/X", "https://e.org", "https://www.g.org"]
 
 
 # --- tags --------------------------------------------------------------------------------
