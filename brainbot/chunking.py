@@ -258,7 +258,9 @@ class _Packer:
             if remaining <= budget and atoms.end[hi - 1] - atoms.start[i] <= max_chars:
                 j = hi - 1
             else:
-                goal = remaining / math.ceil(remaining / goal_full)
+                # Over max_chars with few tokens left (a long run of comments costs none):
+                # the character limit cuts, the goal stays a full one.
+                goal = remaining / math.ceil(remaining / goal_full) if remaining else goal_full
                 j = self.choose_end(i, hi, budget, goal, min_j)
             pieces.append(self.piece(i, j, path))
             if j >= hi - 1:

@@ -415,10 +415,8 @@ def _issue(tally: _Tally, params: ChunkParams) -> str:
     return f"{name} {signals[name]['score']:.0f}: {detail}"
 
 
-def _suggestions(total: _Tally, files: dict[str, _Tally], params: ChunkParams) -> list[str]:
-    if not total.chunks:
-        return ["no chunks to assess"]
-    signals = total.signals(params)
+def _hard_suggestions(total: _Tally, files: dict[str, _Tally], params: ChunkParams) -> list[str]:
+    """What to do about each count that must be zero, naming a file where it happens."""
     out = []
 
     def first_with(attr: str) -> str:
@@ -451,6 +449,14 @@ def _suggestions(total: _Tally, files: dict[str, _Tally], params: ChunkParams) -
             f"definitions or images without alt text; e.g. in {first_with('invisible')}): "
             "re-index with this version, which merges such text into its neighbour"
         )
+    return out
+
+
+def _suggestions(total: _Tally, files: dict[str, _Tally], params: ChunkParams) -> list[str]:
+    if not total.chunks:
+        return ["no chunks to assess"]
+    signals = total.signals(params)
+    out = _hard_suggestions(total, files, params)
     share = signals["boundary"]["clean_end_share"]
     if share < 0.9:
         worst = min(files, key=lambda n: files[n].good_ends / max(1, files[n].chunks))
