@@ -125,7 +125,7 @@ class Definition(Span):
 
 @dataclass(frozen=True, slots=True)
 class Tag(Span):
-    """#tag or #nested/tag, outside code, links and URLs; name without the "#"."""
+    """#tag or #nested/tag, outside code, links and URLs; name as written, without "#"."""
     name: str
 
 
@@ -161,6 +161,7 @@ _URL_HINT = re.compile(r"://|www\.")  # a literal first: found at memchr speed
 _BARE_URL = re.compile(r"(?i:https?://|www\.)[^\s<>\[\]`|]+")
 # After whitespace or at a line start; letters, digits, "_", "-", "/" (Obsidian's rule).
 _TAG = re.compile(r"#([\w/-]+)")
+_COLOUR = re.compile(r"[0-9a-fA-F]{3}|[0-9a-fA-F]{6}")
 
 
 def _normal_label(label: str) -> str:  # CommonMark: case-folded, whitespace collapsed
@@ -199,9 +200,8 @@ class _Scanner:
         self.elements: list[Element] = []
         self.edits: list[tuple[int, int, str]] = []  # text[a:b] reads as the replacement
         self.opaque: list[tuple[int, int]] = []  # code, comments, link targets, URLs
-        self.handlers = {"\\": lambda p, _: p + 2,  # an escaped character is literal
-                         "`": self.code_span, "<": self.angle, "]": self.close, "[": self.open,
-                         "!": self.open}
+        self.handlers = {"\\": lambda p, _: p + 2, "`": self.code_span, "<": self.angle,
+                         "]": self.close, "[": self.open, "!": self.open}  # "\\": escaped
 
     def add(self, element: Element, *edits: tuple[int, int, str], opaque=None) -> None:
         self.elements.append(element)
@@ -479,8 +479,8 @@ def _tags(text: str, runs, opaque: list[tuple[int, int]]) -> list[Tag]:
             k = bisect_right(starts, p) - 1
             if (p and not text[p - 1].isspace()) or (k >= 0 and opaque[k][1] > p):
                 continue  # not after whitespace, or inside code, a comment, a link
-            name = m.group(1)
-            if not name.isdigit():  # "#123" is an issue number (Obsidian's rule)
+            name = m.group(1)  # "#123" is an issue (Obsidian), "#fff" a colour (examples/vault)
+            if not name.isdigit() and not _COLOUR.fullmatch(name):
                 found.append(Tag(m.start(), m.end(), name))
     return sorted(found, key=lambda t: t.start)
 

@@ -184,6 +184,11 @@ def test_tags():
             "C#sharp no, `#code` no, [[Note#head]] no, https://x.org/#frag no, "
             "[#text](u#frag) no, <!-- #hidden --> no, (#paren) no.\n")
     assert [t.name for t in tags(text)] == ["in-heading", "start", "nested/tag", "café"]
+    # examples/vault's rules: colour codes are not tags, names are as written (compare them
+    # case-folded), a tag ends at any other character, a table's "#" header is no tag.
+    text = "- #todo #Reading #project/heron. #gift idea, #fff #e4d8c4 #ffff #fade1\n\n| # | a |\n"
+    assert [t.name for t in tags(text)] == ["todo", "Reading", "project/heron", "gift", "ffff",
+                                            "fade1"]
     for t in tags(text):
         assert text[t.start:t.end] == "#" + t.name
 
