@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .inline import InlineMarkup
 from .markdown import (
     Block,
     fence_closes,
@@ -50,9 +51,19 @@ class Section:
     path: tuple[str, ...]
     blocks: list[Block] = field(default_factory=list)
 
-    @property
-    def has_content(self) -> bool:
-        return any(b.kind != "heading" for b in self.blocks)
+    def shows_text(self, markup: InlineMarkup) -> bool:
+        """Whether a reader sees anything under the heading: a section holding only an
+        anchor comment travels with the next one, as a heading without text does."""
+        return any(b.kind != "heading" and not markup.blank(b.start_char, b.end_char)
+                   for b in self.blocks)
+
+
+def heading_text(heading: str | None) -> str:
+    """A heading as a reader sees it, on one line: "Setup <!-- anchor -->" is "Setup"."""
+    heading = heading or ""
+    if any(ch in heading for ch in "<[`"):
+        heading = InlineMarkup.of_text(heading).visible()
+    return " ".join(heading.split())
 
 
 def sections_of(blocks: list[Block]) -> list[Section]:
@@ -63,7 +74,7 @@ def sections_of(blocks: list[Block]) -> list[Section]:
         if block.kind == "heading":
             while stack and stack[-1][0] >= block.level:
                 stack.pop()
-            stack.append((block.level, " ".join((block.heading or "").split())))
+            stack.append((block.level, heading_text(block.heading)))
             sections.append(Section(tuple(t for _, t in stack if t), [block]))
         else:
             if not sections:
@@ -93,9 +104,11 @@ def _line_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
 class Atoms:
     """Parallel arrays of atoms, in document order, and how to make them."""
 
-    def __init__(self, text: str, counter: TokenCounter, params: ChunkParams) -> None:
+    def __init__(self, text: str, counter: TokenCounter, params: ChunkParams,
+                 markup: InlineMarkup) -> None:
         self.text = text
         self.counter = counter
+        self.markup = markup  # what a reader sees: an atom with nothing visible costs nothing
         self.params = params
         self.hard = params.max_tokens - SPECIAL_TOKENS  # wordpieces a chunk may hold
         self.start: list[int] = []
@@ -118,6 +131,11 @@ class Atoms:
     def add(self, s, e, tok, strength, section, glue=False, content=True, overlap=False):
         while e > s and self.text[e - 1].isspace():  # "# " or a row with trailing spaces
             e -= 1
+        if content and self.markup.blank(s, e):
+            # Nothing a reader sees (an anchor comment) is not embedded, so it costs no
+            # tokens; glued to what follows like a heading, it never ends a chunk nor makes
+            # one of its own.
+            tok, content, glue, overlap = 0, False, True, False
         self.start.append(s)
         self.end.append(e)
         self.tok.append(tok)
@@ -131,8 +149,12 @@ class Atoms:
     def counts(self, spans: list[tuple[int, int]]) -> list[int]:
         """Wordpieces of each span, special tokens excluded.
 
-        Spans longer than max_chars are too big whatever their count, so they are not
-        counted (a 1 MB line would cost a second of tokenizer time for nothing)."""
+        Spans are counted as written, links and all: an upper bound of their visible text's
+        count, so chunks still break where they did before visible text was embedded
+        (measured: counting visible text moved boundaries of link-heavy notes and cost a
+        BM25 hit on examples/questions.jsonl). Spans longer than max_chars are too big
+        whatever their count, so they are not counted (a 1 MB line would cost a second of
+        tokenizer time for nothing)."""
         text, max_chars = self.text, self.params.max_chars
         short = [(s, e) for s, e in spans if e - s <= max_chars]
         got = iter(self.counter.count_many([text[s:e] for s, e in short]))
