@@ -10,7 +10,6 @@ over the budget. Every atom is counted once per note, in one ``count_many``; the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from .inline import InlineMarkup
 from .markdown import (
@@ -23,9 +22,6 @@ from .markdown import (
 )
 from .sentences import split_sentences
 from .tokens import SPECIAL_TOKENS, TokenCounter, split_long
-
-if TYPE_CHECKING:
-    from .chunking import ChunkParams
 
 # Break strengths: how good a place the end of an atom is to end a chunk.
 BREAK_BLOCK = 3.0  # end of a paragraph, code block, table, list
@@ -104,13 +100,13 @@ def _line_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
 class Atoms:
     """Parallel arrays of atoms, in document order, and how to make them."""
 
-    def __init__(self, text: str, counter: TokenCounter, params: ChunkParams,
+    def __init__(self, text: str, counter: TokenCounter, max_tokens: int, max_chars: int,
                  markup: InlineMarkup) -> None:
         self.text = text
         self.counter = counter
         self.markup = markup  # what a reader sees: an atom with nothing visible costs nothing
-        self.params = params
-        self.hard = params.max_tokens - SPECIAL_TOKENS  # wordpieces a chunk may hold
+        self.max_chars = max_chars  # the chunker's cap on a chunk's source characters
+        self.hard = max_tokens - SPECIAL_TOKENS  # wordpieces a chunk may hold
         self.start: list[int] = []
         self.end: list[int] = []
         self.tok: list[int] = []  # wordpieces, special tokens excluded
@@ -123,7 +119,7 @@ class Atoms:
         # follows them is judged against the budget left after them, so that a heading
         # and the start of its text always fit one chunk together.
         self.lead = 0
-        self.lead_cap = int(params.max_tokens * PREFIX_MAX_SHARE)
+        self.lead_cap = int(max_tokens * PREFIX_MAX_SHARE)
 
     def __len__(self) -> int:
         return len(self.start)
@@ -155,7 +151,7 @@ class Atoms:
         BM25 hit on examples/questions.jsonl). Spans longer than max_chars are too big
         whatever their count, so they are not counted (a 1 MB line would cost a second of
         tokenizer time for nothing)."""
-        text, max_chars = self.text, self.params.max_chars
+        text, max_chars = self.text, self.max_chars
         short = [(s, e) for s, e in spans if e - s <= max_chars]
         got = iter(self.counter.count_many([text[s:e] for s, e in short]))
         return [next(got) - SPECIAL_TOKENS if e - s <= max_chars else _UNCOUNTED for s, e in spans]
@@ -165,7 +161,7 @@ class Atoms:
         return self.lead if self.lead <= self.lead_cap else 0
 
     def too_big(self, s: int, e: int, tok: int, budget: int) -> bool:
-        return tok > budget - self.waiting or e - s > self.params.max_chars
+        return tok > budget - self.waiting or e - s > self.max_chars
 
     # -- first-level units: what one count_many per note measures
 
@@ -188,7 +184,7 @@ class Atoms:
             self.add(block.start_char, block.end_char, counts[0], BREAK_BLOCK, section)
         elif (
             counts[0] + self.waiting <= self.hard
-            and block.end_char - block.start_char <= self.params.max_chars
+            and block.end_char - block.start_char <= self.max_chars
         ):
             # Code, tables, lists and HTML stay whole whenever the model can take them
             # (with the headings right above them).
@@ -300,7 +296,7 @@ class Atoms:
 
     def _words(self, s, e, budget, section, last_strength, content) -> None:
         budget = max(1, budget - self.waiting)
-        pieces = split_long(self.text, s, e, budget, self.params.max_chars, self.counter)
+        pieces = split_long(self.text, s, e, budget, self.max_chars, self.counter)
         for k, (ps, pe, n, whole_words) in enumerate(pieces):
             strength = BREAK_WORD if whole_words else BREAK_CHAR
             if k == len(pieces) - 1:

@@ -497,7 +497,7 @@ def chunk_note(
         return []
     sections = sections_of(blocks)
     markup = InlineMarkup.of_note(parsed)
-    atoms = Atoms(text, counter, params, markup)
+    atoms = Atoms(text, counter, params.max_tokens, params.max_chars, markup)
     packer = _Packer(atoms, params, fallback_for(source_file, fallback_heading))
     packer.section_paths = [s.path for s in sections]
     packer.warm(packer.section_paths)
