@@ -485,18 +485,20 @@ def chunk_note(
     counter: TokenCounter,
     params: ChunkParams = ChunkParams(),
     fallback_heading: str | None = None,
+    markup: InlineMarkup | None = None,
 ) -> list[Chunk]:
     """Chunks of a parsed note, in document order.
 
     fallback_heading stands in for the heading path of text with no heading above it:
-    None means the file's stem, "" means no prefix at all (BEIR documents).
+    None means the file's stem, "" means no prefix at all (BEIR documents). markup: the
+    note's inline markup when the caller has it already.
     """
     text = parsed.text
     blocks = [b for b in parsed.blocks if b.kind != "front_matter"]
     if not blocks:
         return []
     sections = sections_of(blocks)
-    markup = InlineMarkup.of_note(parsed)
+    markup = markup or InlineMarkup.of_note(parsed)
     atoms = Atoms(text, counter, params.max_tokens, params.max_chars, markup)
     packer = _Packer(atoms, params, fallback_for(source_file, fallback_heading))
     packer.section_paths = [s.path for s in sections]

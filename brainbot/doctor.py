@@ -42,6 +42,8 @@ def status(db, store: Store | None = None) -> dict:
         warnings = warnings_of(store)
         size = store.size_bytes()
         generation = store.generation()
+        other, known = store.language_share()
+        tags = len(store.tag_counts())
     finally:
         if own:
             store.close()
@@ -56,6 +58,8 @@ def status(db, store: Store | None = None) -> dict:
         "generation": generation,
         "documents": counts["documents"], "chunks": counts["chunks"],
         "embeddings": counts["embeddings"], "terms": counts["terms"],
+        "non_english": round(other / known, 4) if known else 0.0,
+        "tags": tags,
         "stale": {k: len(v) for k, v in stale.items()},
         "stale_files": stale,
         "warnings": warnings,
@@ -129,6 +133,8 @@ def _store_checks(store: Store, db) -> list[dict]:
         out.append(_check("stale files", n == 0,
                           f"{len(stale['changed'])} changed, {len(stale['missing'])} missing, "
                           f"{len(stale['new'])} new", f"brainbot index {roots} --db {db_arg}"))
+        other, known = store.language_share()
+        out.append(_check("language", True, _language_detail(other, known)))
         warned = {w["path"] for w in warnings_of(store)}
         out.append(_check("note warnings", True, f"{len(warned)} notes indexed with warnings"
                           + (" (brainbot status lists them)" if warned else "")))
@@ -141,6 +147,16 @@ def _store_checks(store: Store, db) -> list[dict]:
                           f"restore {db} from a backup or rebuild it: "
                           f"brainbot index NOTES --db {db_arg} --rebuild"))
     return out
+
+
+def _language_detail(other: int, known: int) -> str:
+    from .language import NON_ENGLISH_WARN
+
+    share = other / known if known else 0.0
+    detail = f"{share:.0%} of {known} chunks look non-English"
+    if share >= NON_ENGLISH_WARN:
+        detail += " (vector search is English-only; BM25 carries them)"
+    return detail
 
 
 def run_checks(db) -> list[dict]:

@@ -60,7 +60,7 @@ def fold(token: str) -> str:
         parts = unicodedata.normalize("NFKD", ch)
         base = parts[0]
         if base.isascii() and all(unicodedata.combining(c) for c in parts[1:]):
-            out.append(base)
+            out.append(base if base.isalnum() else "")  # "ﹰ" is a space and a mark: nothing
         else:
             out.append(ch)
     return "".join(out)
@@ -88,7 +88,9 @@ def analyze(text: str) -> list[str]:
         if _CJK_RUN.match(token):
             out.extend(cjk_grams(token))
         elif len(token) <= MAX_TERM_CHARS and token not in STOP_WORDS:
-            out.append(_normalise(token))
+            term = _normalise(token)
+            if term:
+                out.append(term)
     return out
 
 

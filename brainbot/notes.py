@@ -65,7 +65,7 @@ def _ignore_spec(root: Path):
     import pathspec
 
     lines = ignore.read_text(encoding="utf-8", errors="replace").splitlines()
-    return pathspec.PathSpec.from_lines("gitwildmatch", lines)
+    return pathspec.GitIgnoreSpec.from_lines(lines)
 
 
 def _inside(path: Path, root_real: Path) -> bool:

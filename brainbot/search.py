@@ -66,10 +66,12 @@ class Hit:
         return f"{self.path}:{self.start_line}-{self.end_line}"
 
     def to_dict(self, explain: bool = False) -> dict:
+        doc = self.document
         out = {"chunk_id": self.chunk_id, "path": self.path,
                "heading_path": self.heading_path, "start_line": self.start_line,
                "end_line": self.end_line, "score": round(float(self.score), 6),
-               "text": self.text, "stale": self.stale}
+               "text": self.text, "stale": self.stale,
+               "date": doc.date if doc else None, "date_source": doc.date_source if doc else None}
         if explain:
             out["explain"] = self.explain
         return out
@@ -124,7 +126,8 @@ class Searcher:
     # -- the query ----------------------------------------------------------------------
     def search(self, query: str, k: int = 10, *, mode: str = "hybrid", rerank: bool = False,
                path_glob: str | None = None, tags: list[str] | None = None,
-               min_score: float | None = None,
+               since: str | None = None, before: str | None = None,
+               linked_to: str | None = None, min_score: float | None = None,
                fusion: Literal["rrf", "weighted"] = DEFAULT_FUSION,
                weights: tuple[float, float] | None = None, pool: int = POOL,
                qvec=None) -> list[Hit]:
@@ -136,7 +139,7 @@ class Searcher:
             raise InputError("the query is empty")
         self.store.refresh()  # another process may have indexed since the last query
         weights = weights or (CJK_WEIGHTS if language.mostly_cjk(query) else DEFAULT_WEIGHTS)
-        flt = Filter(path_glob, tuple(tags or ()))
+        flt = Filter(path_glob, tuple(tags or ()), since, before, linked_to)
         n = max(pool, k)
         if mode == "bm25":
             ids, scores = self.bm25(query, n, flt)

@@ -66,17 +66,24 @@ class Service:
             raise ToolError(str(exc)) from None
 
     # -- the tools' bodies ---------------------------------------------------------------
-    def search(self, query, k, mode, path, tag) -> dict[str, Any]:
+    def search(self, query, k, mode, path, tag, since, before, linked_to) -> dict[str, Any]:
+        from .vault import parse_when
+
         hits = self.searcher.search(query, k, mode=mode, path_glob=path or None,
-                                    tags=[tag] if tag else None)
+                                    tags=[tag] if tag else None,
+                                    since=parse_when(since) if since else None,
+                                    before=parse_when(before) if before else None,
+                                    linked_to=linked_to or None)
         return {"query": query, "mode": mode, "hits": [h.to_dict() for h in hits]}
 
     def get(self, ref, count) -> dict[str, Any]:
-        from .spans import get_lines
+        from .spans import backlinks_of, get_lines
 
-        lines = get_lines(self.searcher.store, ref, count)
+        store = self.searcher.store
+        lines = get_lines(store, ref, count)
         text = "\n".join(f"{n:>6}  {line}" for n, line in lines)
-        return {"ref": ref, "lines": [{"line": n, "text": t} for n, t in lines], "text": text}
+        return {"ref": ref, "lines": [{"line": n, "text": t} for n, t in lines], "text": text,
+                "backlinks": backlinks_of(store, ref)}
 
     def status(self) -> dict[str, Any]:
         from .doctor import status
@@ -110,13 +117,21 @@ def build(service: Service):
                                                "and names, vector for meaning")] = "hybrid",
         path: Annotated[str | None, Field(description="only notes whose path matches "
                                                       "this glob, e.g. 'projects/*'")] = None,
-        tag: Annotated[str | None, Field(description="only notes with this tag")] = None,
+        tag: Annotated[str | None, Field(description="only notes with this tag (or a "
+                                                     "nested one under it)")] = None,
+        since: Annotated[str | None, Field(description="only notes dated on or after: "
+                                                       "YYYY-MM-DD or 7d/3w/2m/1y")] = None,
+        before: Annotated[str | None, Field(description="only notes dated before: "
+                                                        "YYYY-MM-DD or 7d/3w/2m/1y")] = None,
+        linked_to: Annotated[str | None, Field(description="only notes linking to or "
+                                                           "linked from this note")] = None,
     ) -> dict[str, Any]:
         """Search the user's markdown notes. Use it first for any question about what the
         user wrote, planned, decided or knows. Returns the best passages with path,
         start_line-end_line, heading path, score, text and `stale` (true when the note
         changed since it was indexed: re-read it with `get`)."""
-        return service.call(service.search, query, min(k, 50), mode, path, tag)
+        return service.call(service.search, query, min(k, 50), mode, path, tag, since,
+                            before, linked_to)
 
     @tool
     def get(
@@ -126,7 +141,8 @@ def build(service: Service):
                                                        "over a COUNT inside ref")] = None,
     ) -> dict[str, Any]:
         """Read numbered lines of an indexed note, e.g. around a search hit to see more
-        context. Only notes in the index can be read."""
+        context, with the notes that link to it (backlinks). Only notes in the index can
+        be read."""
         return service.call(service.get, ref, count)
 
     @tool

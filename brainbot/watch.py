@@ -121,23 +121,23 @@ class Watcher:
         comes back after being deleted (its events in between were never seen)."""
         from watchfiles import watch
 
-        armed: set[Path] = set()
+        armed: dict[Path, tuple[int, int]] = {}  # root -> the folder (dev, inode) watched
         while not self.stop.is_set():
-            present = [r for r in self.roots if r.is_dir()]
+            present = {r: key for r in self.roots if (key := _folder(r))}
+            armed = {r: key for r, key in armed.items() if present.get(r) == key}
             if not present:
-                armed.clear()
                 self.stop.wait(MISSING_POLL_MS / 1000)
                 continue
             for changes in watch(*present, stop_event=self.stop, yield_on_timeout=True,
                                  rust_timeout=MISSING_POLL_MS, raise_interrupt=False):
                 batch = self._classify(changes)
                 batch.update({r: None for r in present if r not in armed})
-                armed = set(present)
+                armed = dict(present)
                 if batch:
                     yield batch
-                if [r for r in self.roots if r.is_dir()] != present:
-                    break  # re-arm: a deleted folder silences its OS watcher for good
-            armed &= {r for r in self.roots if r.is_dir()}
+                if {r: key for r in self.roots if (key := _folder(r))} != present:
+                    break  # re-arm: a deleted folder silences its OS watcher for good,
+                    # even when one of the same name is back by now (another inode)
 
     def _classify(self, changes) -> dict[Path, set[str] | None]:
         batch: dict[Path, set[str] | None] = {}
@@ -153,6 +153,15 @@ class Watcher:
             elif path.name == IGNORE_FILE or path.is_dir() or not path.suffix:
                 batch[root] = None  # a folder moved in or away, or new ignore rules
         return batch
+
+
+def _folder(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of a folder, or None when it is not one."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if path.is_dir() else None
 
 
 def _listed(paths: set[str] | None) -> list[str] | None:
