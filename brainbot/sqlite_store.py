@@ -62,32 +62,57 @@ def now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+# Open descriptors of index files, by (device, inode), unlocked and kept for the next
+# WriterLock. They are never closed: closing any descriptor of a file drops every POSIX
+# lock this process holds on it, the ones SQLite's own connections hold included, and a
+# reader in the same process (the MCP server with --watch) then fails with "disk I/O
+# error" on its next read. One stays open per index file and process.
+_IDLE_FDS: dict[tuple[int, int], list[int]] = {}
+
+
 class WriterLock:
-    """An exclusive advisory lock (flock) on the database file, held by its one writer."""
+    """An exclusive advisory lock (flock) on the database file, held by its one writer.
+
+    flock locks are separate from the POSIX record locks SQLite uses, so this does not
+    interfere with readers; it only keeps a second writer out (in this process too: each
+    lock is taken on a descriptor of its own)."""
 
     def __init__(self, db_path: Path):
         self.path = Path(db_path)
         self.fd: int | None = None
+        self.key: tuple[int, int] | None = None
 
-    def __enter__(self) -> WriterLock:
+    def _descriptor(self) -> int:
         try:
-            self.fd = os.open(self.path, os.O_RDONLY | os.O_CREAT, 0o644)
+            st = os.stat(self.path)
+            idle = _IDLE_FDS.get((st.st_dev, st.st_ino))
+            if idle:
+                return idle.pop()
+        except FileNotFoundError:
+            pass
+        try:
+            return os.open(self.path, os.O_RDONLY | os.O_CREAT, 0o644)
         except OSError as exc:
             raise StoreError(f"cannot open {self.path}: {exc.strerror}") from None
+
+    def __enter__(self) -> WriterLock:
+        fd = self._descriptor()
+        st = os.fstat(fd)
+        key = (st.st_dev, st.st_ino)
         try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            os.close(self.fd)
-            self.fd = None
+            _IDLE_FDS.setdefault(key, []).append(fd)
             raise StoreBusyError(
                 f"another `brainbot index` is writing {self.path}; wait for it to finish "
                 "and run again") from None
+        self.fd, self.key = fd, key
         return self
 
     def __exit__(self, *exc) -> None:
         if self.fd is not None:
             fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
+            _IDLE_FDS.setdefault(self.key, []).append(self.fd)
             self.fd = None
 
 

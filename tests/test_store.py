@@ -167,3 +167,25 @@ def test_store_reads_are_exactly_the_index(examples_db, tmp_path):
         assert store.document("no/such.md") is None
         ids, scores = store.bm25_topk({"sourdough": 1}, 5)
         assert (ids >= 0).all() and np.all(np.diff(scores) <= 0)
+
+
+def test_a_reader_and_the_writer_in_one_process(tmp_path, vault, shared_embedder):
+    """The MCP server with --watch: a long-lived reader and one writer pass after another
+    in the same process, and other processes reading between. Releasing the writer lock
+    must not drop the POSIX locks SQLite holds for the reader (closing any descriptor of
+    the file would): another process closing its connection would then take the file as
+    unused, checkpoint and delete the WAL under the reader ("disk I/O error")."""
+    import subprocess
+    import sys
+
+    db = tmp_path / "one.db"
+    _index(db, vault, shared_embedder)
+    searcher = Searcher(db, embedder=shared_embedder)
+    assert searcher.search("alpha", 1, mode="bm25")
+    peek = f"import sqlean; c = sqlean.connect({str(db)!r}); c.execute('SELECT 1 FROM meta'); c.close()"
+    for i in range(4):
+        (vault / f"n{i}.md").write_text(f"# N{i}\n\nThe word quokka{i} appears here.\n")
+        with Indexer(db, embedder=shared_embedder) as ix:
+            ix.index_changes(vault, [f"n{i}.md"])
+        subprocess.run([sys.executable, "-c", peek], check=True)  # another process reads
+        assert searcher.search(f"quokka{i}", 1, mode="bm25")[0].path == f"n{i}.md"

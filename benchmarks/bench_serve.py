@@ -1,0 +1,196 @@
+"""brainbot as a service: warm MCP search latency, and how soon a saved note is searchable.
+
+1. Warm `search` through a real MCP client session (the SDK's stdio client spawning
+   `brainbot mcp`), hybrid mode including the query embedding, p50/p95 over 60 queries
+   after 5 warm-up calls, at 10k and 100k chunks. The indexes are synthetic (texts of
+   ~120 words from a Zipf vocabulary, random unit vectors written through the store): the
+   latency of a search does not depend on what the vectors mean, and embedding 100k real
+   chunks here takes over an hour.
+2. Save-to-searchable through `brainbot watch`: a vault of markdown files (~10k chunks of
+   the same synthetic text, indexed with stand-in vectors), watched by `brainbot mcp
+   --watch`; 20 edits each append a sentence with a new word to a note; the time until a
+   search finds it, polled through the MCP session (every 50 ms) and, for 20 more edits,
+   with `brainbot query` as a new process each time (as a user at a shell would).
+
+What is not measured: the quality of these results (see `brainbot eval`).
+
+    python benchmarks/bench_serve.py [--quick] [--out benchmarks/results/serve.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+VOCAB = 20_000
+WORDS_PER_CHUNK = 120
+
+
+def words(rng, n: int) -> list[str]:
+    ranks = np.minimum(rng.zipf(1.2, n), VOCAB)
+    return [f"w{r}" for r in ranks]
+
+
+def fake_vectors(n: int, rng) -> np.ndarray:
+    m = rng.standard_normal((n, 384)).astype(np.float32)
+    return m / np.linalg.norm(m, axis=1, keepdims=True)
+
+
+def build_synthetic(db: Path, chunks: int, seed: int = 7) -> None:
+    """An index of ``chunks`` synthetic chunks, 10 per document, through the store."""
+    from brainbot import lexical
+    from brainbot.chunking import Chunk
+    from brainbot.db import open_store
+    from brainbot.identity import current
+    from brainbot.store import NewChunk, NewDocument
+
+    rng = np.random.default_rng(seed)
+    with open_store(db, write=True, identity=current()) as store:
+        store.record_identity(current())
+        for d in range(0, chunks, 1000):
+            with store.batch():
+                for doc in range(d // 10, min(d + 1000, chunks) // 10):
+                    news, vecs = [], fake_vectors(10, rng)
+                    for i in range(10):
+                        text = " ".join(words(rng, WORDS_PER_CHUNK))
+                        c = Chunk(f"{doc:08x}{i:08x}", i, f"n{doc}.md", ("N",), text, text,
+                                  i + 1, i + 1, 0, len(text), 150, 150)
+                        terms, length = lexical.term_frequencies(text)
+                        news.append(NewChunk(c, f"{doc}-{i}", vecs[i], terms, length))
+                    store.add_document(NewDocument("/synthetic", f"n{doc}.md", "x", 1, 0,
+                                                   "N", {}, "note", [], news))
+
+
+def server_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC")}
+
+
+async def _session(db: Path, body, *extra: str):
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    params = StdioServerParameters(command=sys.executable,
+                                   args=["-m", "brainbot", "mcp", "--db", str(db), *extra],
+                                   env=server_env())
+    with open(os.devnull, "w") as err:
+        async with stdio_client(params, errlog=err) as (read, write):
+            async with ClientSession(read, write) as s:
+                await s.initialize()
+                return await body(s)
+
+
+def warm_search(db: Path, queries: int = 60) -> dict:
+    import anyio
+
+    rng = np.random.default_rng(11)
+    texts = [" ".join(words(rng, 6)) for _ in range(queries + 5)]
+
+    async def body(s):
+        times = []
+        for i, text in enumerate(texts):
+            t0 = time.perf_counter()
+            result = await s.call_tool("search", {"query": text, "k": 10})
+            if i >= 5:
+                times.append((time.perf_counter() - t0) * 1000)
+            assert not result.is_error, result.content
+        return times
+
+    times = anyio.run(_session, db, body)
+    return {"p50_ms": round(statistics.median(times), 2),
+            "p95_ms": round(float(np.percentile(times, 95)), 2), "queries": len(times)}
+
+
+def build_vault(folder: Path, db: Path, notes: int, seed: int = 5) -> None:
+    """``notes`` markdown files of 5 sections each (~2 chunks), indexed with stand-in
+    vectors (embedding 10k chunks for real would take an hour here)."""
+    from brainbot.indexer import Indexer
+
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True)
+    for n in range(notes):
+        body = "\n\n".join(f"## Part {k}\n\n" + " ".join(words(rng, 60)) + "." for k in range(5))
+        (folder / f"note{n:05}.md").write_text(f"# Note {n}\n\n{body}\n", encoding="utf-8")
+
+    class StandIn:
+        fingerprint = "stand-in"
+
+        def embed(self, texts):
+            return fake_vectors(len(texts), np.random.default_rng(len(texts)))
+
+    with Indexer(db, embedder=StandIn()) as ix:
+        ix.index_paths([folder])
+
+
+def save_to_searchable(folder: Path, db: Path, edits: int) -> dict:
+    import anyio
+
+    notes = sorted(folder.glob("*.md"))
+
+    def edit(i: int) -> str:
+        word = f"zq{i}x{int(time.time() * 1000) % 100000}"
+        with open(notes[(i * 37) % len(notes)], "a", encoding="utf-8") as f:
+            f.write(f"\nA new sentence about {word}.\n")
+        return word
+
+    async def body(s):
+        await anyio.sleep(3)  # the watch armed and its first pass done
+        mcp_times, cli_times = [], []
+        for i in range(edits):
+            word, t0 = edit(i), time.perf_counter()
+            while not (await s.call_tool("search", {"query": word, "mode": "bm25", "k": 1})
+                       ).structured_content["hits"]:
+                await anyio.sleep(0.05)
+            mcp_times.append(time.perf_counter() - t0)
+        for i in range(edits, 2 * edits):
+            word, t0 = edit(i), time.perf_counter()
+            while True:
+                out = subprocess.run([sys.executable, "-m", "brainbot", "query", word, "--db",
+                                      str(db), "--mode", "bm25", "-k", "1", "--json"],
+                                     capture_output=True, text=True, env=server_env())
+                if json.loads(out.stdout or "[]"):
+                    break
+            cli_times.append(time.perf_counter() - t0)
+        return mcp_times, cli_times
+
+    mcp_times, cli_times = anyio.run(_session, db, body, "--watch", str(folder))
+    return {"edits": edits, "mcp_median_s": round(statistics.median(mcp_times), 3),
+            "mcp_max_s": round(max(mcp_times), 3),
+            "cli_median_s": round(statistics.median(cli_times), 3),
+            "cli_max_s": round(max(cli_times), 3)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="10k chunks only, 5 edits")
+    parser.add_argument("--out", default=str(REPO / "benchmarks/results/serve.json"))
+    args = parser.parse_args()
+    out = {"load_start": os.getloadavg()[0], "search": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in [10_000] if args.quick else [10_000, 100_000]:
+            db = Path(tmp) / f"s{n}.db"
+            build_synthetic(db, n)
+            out["search"][str(n)] = warm_search(db)
+            print(f"warm MCP search, hybrid, {n:,} chunks: {out['search'][str(n)]}", flush=True)
+        folder, db = Path(tmp) / "vault", Path(tmp) / "vault.db"
+        build_vault(folder, db, 1000 if args.quick else 5000)
+        with __import__("brainbot.db", fromlist=["open_store"]).open_store(db) as store:
+            out["watch_chunks"] = store.chunk_count()
+        out["watch"] = save_to_searchable(folder, db, 5 if args.quick else 20)
+        print(f"save to searchable, {out['watch_chunks']:,} chunks: {out['watch']}", flush=True)
+    out["load_end"] = os.getloadavg()[0]
+    Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
