@@ -11,6 +11,7 @@ A store owns its SQL. Nothing above it writes a query.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -84,6 +85,7 @@ class NewDocument:
     kind: str = "note"
     warnings: list[str] = field(default_factory=list)
     chunks: list[NewChunk] = field(default_factory=list)
+    id: int | None = None  # None: the store assigns one; set by a copy to keep ids
 
     def front_matter_json(self) -> str:
         return json.dumps(self.front_matter, ensure_ascii=False, default=str, sort_keys=True)
@@ -98,6 +100,7 @@ class NewChunk:
     vector: np.ndarray  # float32 (dim,), L2-normalised
     terms: Counter
     length: int  # analyzed terms: BM25's document length
+    id: int | None = None  # None: the store assigns one; set by a copy to keep ids
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,44 @@ class Filter:
 
     def __bool__(self) -> bool:
         return bool(self.path_glob or self.tags)
+
+    def matches(self, path: str, front_json: str) -> bool:
+        """Whether a document (its path, its front matter as JSON) passes: the path glob
+        with fnmatch's case-sensitive meaning, and every tag (case and '#' ignored)."""
+        return ((not self.path_glob or fnmatch.fnmatchcase(path, self.path_glob))
+                and (not self.tags or _has_tags(front_json, self.tags)))
+
+
+def _has_tags(front_json: str, wanted: Sequence[str]) -> bool:
+    try:
+        front = json.loads(front_json)
+    except ValueError:
+        return False
+    tags = front.get("tags") if isinstance(front, dict) else None
+    if isinstance(tags, str):
+        tags = [t.strip() for t in tags.replace(",", " ").split()]
+    if not isinstance(tags, list):
+        return False
+    have = {str(t).lstrip("#").lower() for t in tags}
+    return all(w.lstrip("#").lower() in have for w in wanted)
+
+
+# -- exports: rows read back as the records the indexer wrote ------------------------
+def new_document(d, chunks: list[NewChunk]) -> NewDocument:
+    """A NewDocument from a documents row (id, root, path, sha256, size, mtime_ns, title,
+    front_matter, kind, warnings)."""
+    return NewDocument(d[1], d[2], d[3], d[4], d[5], d[6] or "", json.loads(d[7]), d[8],
+                       json.loads(d[9] or "[]"), chunks, id=d[0])
+
+
+def new_chunk(r, path: str, vector, terms: Counter) -> NewChunk:
+    """A NewChunk from a chunks row as the exports select it (id, document id, chunk_id,
+    chunk_index, heading_path, texts, spans, tokens, text_sha256, length, ...)."""
+    from .chunking import Chunk
+
+    chunk = Chunk(r[2], r[3], path, tuple(json.loads(r[4])), r[5], r[6], r[7], r[8], r[9],
+                  r[10], r[11], r[12])
+    return NewChunk(chunk, r[13], vector, terms, r[14], id=r[0])
 
 
 # -- the interface ----------------------------------------------------------------------
@@ -131,6 +172,7 @@ class Store(Protocol):
     def touch_documents(self, updates: Sequence[tuple[int, int, int]]) -> None: ...
     def delete_documents(self, doc_ids: Sequence[int]) -> None: ...
     def add_document(self, doc: NewDocument) -> int: ...
+    def bulk_load(self) -> AbstractContextManager: ...  # around a load into an empty index
 
     # -- the legs: (chunk ids int64, scores float32), best first, -1 / -inf padded ------
     def bm25_topk(self, terms: Counter, n: int, flt: Filter | None = None): ...
@@ -144,6 +186,7 @@ class Store(Protocol):
     def documents(self) -> list[DocumentRow]: ...
     def heading_at(self, document_id: int, line: int) -> list[str]: ...
     def chunk_records(self) -> Iterator[dict]: ...
+    def export_documents(self) -> Iterator[NewDocument]: ...  # ids, vectors, terms kept
     def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]: ...
     def chunk_count(self) -> int: ...
     def counts(self) -> dict[str, int]: ...
