@@ -10,7 +10,7 @@ import shlex
 from pathlib import Path
 
 from . import model
-from .db import is_url, open_store
+from .db import is_url, open_store, public_target
 from .errors import BrainbotError
 from .store import Store
 
@@ -66,7 +66,7 @@ def status(db) -> dict:
 
     vec_ok, vec_detail = vec_available()
     return {
-        "db": str(db), "size_bytes": size,
+        "db": store.target, "size_bytes": size,
         "schema": meta.get("schema_version"), "model": meta.get("model"),
         "embedder": meta.get("embedder"), "chunker": meta.get("chunker"),
         "analyzer": meta.get("analyzer"), "fingerprint": meta.get("fingerprint"),
@@ -105,20 +105,21 @@ def _roots(store: Store) -> str:
 
 
 def _db_checks(db) -> list[dict]:
+    shown = public_target(db)  # messages and fixes never show a password
     if not is_url(db) and not Path(db).exists():
         return [_check("database", False, f"no index at {db}",
-                       f"brainbot index NOTES --db {shlex.quote(str(db))}")]
+                       f"brainbot index NOTES --db {shlex.quote(shown)}")]
     try:
         store = open_store(db)
     except BrainbotError as exc:
-        fix = exc.fix or f"brainbot index NOTES --db {shlex.quote(str(db))} --rebuild"
+        fix = exc.fix or f"brainbot index NOTES --db {shlex.quote(shown)} --rebuild"
         return [_check("database", False, str(exc), fix)]
     with store:
         try:  # a reader opened it; a writer also needs the chunker and embedder to match
             _check_writable(store)
         except BrainbotError as exc:
             return [_check("database", False, str(exc), exc.fix)]
-        return _store_checks(store, db)
+        return _store_checks(store, shown)
 
 
 def _check_writable(store: Store) -> None:
