@@ -19,6 +19,7 @@ ranking: ``pg_store.py`` reads and writes through the connections opened here.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -311,6 +312,19 @@ def quote_ident(conn, name: str) -> str:
     return conn.execute("SELECT quote_ident(%s)", (name,)).fetchone()[0]
 
 
+# A writer killed a moment ago may still hold the lock: the server drops a dead
+# session's locks only once it notices the closed socket (5.5 ms after a clean close,
+# measured; longer under load). So a taken lock is retried this long before refusing.
+LOCK_GRACE_S = 1.0
+
+
 def try_lock(conn, schema: str) -> bool:
-    return bool(conn.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))",
-                             (LOCK_CLASS, schema)).fetchone()[0])
+    """Take the writer lock of ``schema`` (held until the connection closes)."""
+    deadline = time.monotonic() + LOCK_GRACE_S
+    while True:
+        if conn.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))",
+                        (LOCK_CLASS, schema)).fetchone()[0]:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)

@@ -256,8 +256,12 @@ class PostgresStore:
                 self.conn.execute("DROP INDEX IF EXISTS embeddings_hnsw")
         yield
         with ps.translate_errors(self.target):
-            # the graph must fit in maintenance_work_mem or the build slows ~10x
-            self.conn.execute("SELECT set_config('maintenance_work_mem', '1GB', false)")
+            # the graph must fit in maintenance_work_mem or the build slows many times
+            # (~1.8 kB a 384-d vector with m = 16): at least 1 GB, more if the session
+            # has it (PGOPTIONS='-c maintenance_work_mem=4GB' for tens of millions)
+            self.conn.execute(
+                "SELECT set_config('maintenance_work_mem', '1GB', false) FROM pg_settings "
+                "WHERE name = 'maintenance_work_mem' AND setting::bigint < 1048576")
             self._create_hnsw()
 
     # -- the legs --------------------------------------------------------------------------
