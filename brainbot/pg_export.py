@@ -55,6 +55,9 @@ _CHECKS = [
     ("postings of a missing chunk",
      "SELECT count(*) FROM postings p WHERE NOT EXISTS "
      "(SELECT 1 FROM chunks c WHERE c.id = p.chunk)"),
+    ("postings whose dl is not their chunk's length",
+     "SELECT count(*) FROM postings p JOIN chunks c ON c.id = p.chunk "
+     "WHERE p.dl != c.lexical_length"),
     ("postings of a missing term",
      "SELECT count(*) FROM postings p WHERE NOT EXISTS "
      "(SELECT 1 FROM terms t WHERE t.id = p.term)"),

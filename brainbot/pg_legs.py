@@ -50,8 +50,8 @@ WITH q AS (
     WHERE t.df > 0)
 SELECT p.chunk,
        sum((q.c * p.tf::float4) / (p.tf::float4 + (%(a)s::float4
-            + %(b)s::float4 * c.lexical_length::float4)) ORDER BY q.ord) AS score
-FROM q JOIN postings p ON p.term = q.id JOIN chunks c ON c.id = p.chunk
+            + %(b)s::float4 * p.dl::float4)) ORDER BY q.ord) AS score
+FROM q JOIN postings p ON p.term = q.id
 {where}
 GROUP BY p.chunk
 ORDER BY score DESC, p.chunk
@@ -94,7 +94,7 @@ class PgLegs:
         self.n_chunks = 0
         self.avgdl = np.float32(1.0)
         self._ef: int | None = None
-        self._filters: dict[Filter, tuple[list[int], list[int]]] = {}
+        self._filters: dict[Filter, list[int]] = {}
 
     def sync(self, generation: int, n_chunks: int, length_sum: int) -> bool:
         """Take the counts of ``generation``; False when it was already loaded."""
@@ -108,8 +108,8 @@ class PgLegs:
         return True
 
     # -- filters -----------------------------------------------------------------------
-    def allowed(self, flt: Filter | None) -> tuple[list[int], list[int]] | None:
-        """(document ids, chunk ids) a filter keeps; None for no filter."""
+    def allowed(self, flt: Filter | None) -> list[int] | None:
+        """The chunk ids a filter keeps, sorted; None for no filter."""
         if not flt:
             return None
         hit = self._filters.get(flt)
@@ -119,13 +119,13 @@ class PgLegs:
                 if flt.matches(path, front)]
             chunks = [r[0] for r in self.conn.execute(
                 "SELECT id FROM chunks WHERE document_id = ANY(%s) ORDER BY id", (docs,))]
-            hit = self._filters[flt] = (docs, chunks)
+            hit = self._filters[flt] = chunks
         return hit
 
     # -- BM25 --------------------------------------------------------------------------
     def bm25(self, terms: Counter, n: int, flt: Filter | None = None):
         allowed = self.allowed(flt)
-        if not terms or self.n_chunks == 0 or (allowed is not None and not allowed[0]):
+        if not terms or self.n_chunks == 0 or (allowed is not None and not allowed):
             return empty(n)
         k1, b = np.float32(lexical.BM25_K1), np.float32(lexical.BM25_B)
         words = sorted(terms)
@@ -135,23 +135,23 @@ class PgLegs:
                   "b": float((k1 * b) / self.avgdl), "n": n}
         where = ""
         if allowed is not None:
-            where, params["docs"] = "WHERE c.document_id = ANY(%(docs)s)", allowed[0]
+            where, params["ids"] = "WHERE p.chunk = ANY(%(ids)s)", allowed
         rows = self.conn.execute(_BM25.format(where=where), params).fetchall()
         return _padded(rows, n, np.array([r[1] for r in rows], np.float32))
 
     # -- vectors -----------------------------------------------------------------------
     def vector(self, qvec: np.ndarray, n: int, flt: Filter | None = None):
         allowed = self.allowed(flt)
-        if self.n_chunks == 0 or (allowed is not None and not allowed[1]):
+        if self.n_chunks == 0 or (allowed is not None and not allowed):
             return empty(n)
         q = np.asarray(qvec, np.float32).reshape(-1)
         params: dict = {"q": q, "n": n}
         where = ""
         if allowed is not None:
-            where, params["ids"] = "WHERE chunk = ANY(%(ids)s)", allowed[1]
-        want = min(n, self.n_chunks if allowed is None else len(allowed[1]))
+            where, params["ids"] = "WHERE chunk = ANY(%(ids)s)", allowed
+        want = min(n, self.n_chunks if allowed is None else len(allowed))
         rows: list = []
-        if allowed is None or len(allowed[1]) > EXACT_MAX:
+        if allowed is None or len(allowed) > EXACT_MAX:
             self._set_ef(max(EF_SEARCH, n))
             rows = self.conn.execute(_VECTOR_INDEX.format(where=where), params).fetchall()
         if len(rows) < want:  # a filter few chunks pass, or an index scan that ran short

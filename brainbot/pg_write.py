@@ -44,7 +44,7 @@ class Pending:
     docs: list[tuple] = field(default_factory=list)
     chunks: list[tuple] = field(default_factory=list)
     vectors: list[tuple] = field(default_factory=list)
-    postings: list[tuple[str, int, int]] = field(default_factory=list)
+    postings: list[tuple[str, int, int, int]] = field(default_factory=list)
     explicit_ids: bool = False
     chunk_delta: int = 0
     length_delta: int = 0
@@ -76,7 +76,7 @@ class Pending:
                 c.source_tokens, c.retrieval_tokens, new.text_sha256, new.length,
                 self.generation))
             self.vectors.append((chunk_id, np.ascontiguousarray(new.vector, np.float32)))
-            self.postings.extend((t, chunk_id, n) for t, n in new.terms.items())
+            self.postings.extend((t, n, new.length, chunk_id) for t, n in new.terms.items())
             self.chunk_delta += 1
             self.length_delta += new.length
         return doc_id
@@ -85,16 +85,16 @@ class Pending:
         """Send every queued row (inside the caller's transaction)."""
         if not self.docs:
             return
-        words = sorted({t for t, _, _ in self.postings})
+        words = sorted({p[0] for p in self.postings})
         conn.execute("INSERT INTO terms(term) SELECT unnest(%s::text[]) "
                      "ON CONFLICT (term) DO NOTHING", (words,))
         ids = dict(conn.execute("SELECT term, id FROM terms WHERE term = ANY(%s)", (words,)))
         _copy(conn, "documents", _DOC_COLS, _DOC_TYPES, self.docs)
         _copy(conn, "chunks", _CHUNK_COLS, _CHUNK_TYPES, self.chunks)
         _copy(conn, "embeddings", ("chunk", "vector"), ["int8", "vector"], self.vectors)
-        _copy(conn, "postings", ("term", "chunk", "tf"), ["int4", "int8", "int4"],
-              ((ids[t], chunk, tf) for t, chunk, tf in self.postings))
-        df = Counter(ids[t] for t, _, _ in self.postings)
+        _copy(conn, "postings", ("term", "tf", "dl", "chunk"), ["int4", "int2", "int2", "int8"],
+              ((ids[t], tf, dl, chunk) for t, tf, dl, chunk in self.postings))
+        df = Counter(ids[p[0]] for p in self.postings)
         conn.execute("UPDATE terms t SET df = t.df + d.n FROM unnest(%s::int[], %s::int[]) "
                      "AS d(id, n) WHERE t.id = d.id", (list(df), list(df.values())))
         if self.explicit_ids:  # ids given by a copy: the sequences must move past them
