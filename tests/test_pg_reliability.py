@@ -174,8 +174,15 @@ def test_passwords_are_never_printed(lab):
                 one_line_error(r)
     r = run_cli("status", "--db", good, "--json")
     assert r.returncode == 0 and "Right-horse-42" not in r.stdout + r.stderr, r.stderr
-    assert run_cli("query", "bread", "--db", url.replace("postgres:@", "bb_owner@", 1),
+    bare = url.replace("postgres:@", "bb_owner@", 1)  # the password from elsewhere:
+    assert run_cli("query", "bread", "--db", bare,
                    env=cli_env(PGPASSWORD="Right-horse-42")).returncode == 0
+    pgpass = lab["work"] / "pgpass"  # libpq ignores a pgpass readable by others
+    pgpass.write_text("*:*:*:bb_owner:Right-horse-42\n")
+    pgpass.chmod(0o600)
+    assert run_cli("query", "bread", "--db", bare,
+                   env=cli_env(PGPASSFILE=str(pgpass))).returncode == 0
+    assert "no password" in one_line_error(run_cli("query", "bread", "--db", bare))
 
 
 STOP_WORKER = r'''
