@@ -58,7 +58,7 @@ class Pending:
         else:
             self.explicit_ids = True
         self.docs.append((doc_id, doc.root, doc.path, doc.sha256, doc.size, doc.mtime_ns,
-                          doc.title, doc.front_matter_json(), indexed_at,
+                          _text(doc.title), _text(doc.front_matter_json()), indexed_at,
                           json.dumps(doc.warnings, ensure_ascii=False), doc.kind))
         ids = [c.id for c in doc.chunks]
         if any(i is None for i in ids) and doc.chunks:
@@ -71,8 +71,9 @@ class Pending:
             c = new.chunk
             self.chunks.append((
                 chunk_id, c.chunk_id, doc_id, c.chunk_index,
-                json.dumps(list(c.heading_path), ensure_ascii=False), c.source_text,
-                c.retrieval_text, c.start_line, c.end_line, c.start_char, c.end_char,
+                _text(json.dumps(list(c.heading_path), ensure_ascii=False)),
+                _text(c.source_text), _text(c.retrieval_text), c.start_line, c.end_line,
+                c.start_char, c.end_char,
                 c.source_tokens, c.retrieval_tokens, new.text_sha256, new.length,
                 self.generation))
             self.vectors.append((chunk_id, np.ascontiguousarray(new.vector, np.float32)))
@@ -121,6 +122,13 @@ class Pending:
         conn.execute("DELETE FROM documents WHERE id = ANY(%s)", (ids,))
         self.chunk_delta -= int(n)
         self.length_delta -= int(total)
+
+
+def _text(value: str | None) -> str | None:
+    """Postgres text cannot hold NUL (SQLite can): a note may carry one past the 8 KiB
+    that notes.py sniffs for binary files. It becomes U+FFFD, one character for one, so
+    every span still points at the same place."""
+    return value.replace("\x00", "\ufffd") if value and "\x00" in value else value
 
 
 def _copy(conn, table: str, cols: Sequence[str], types: list[str], rows) -> None:

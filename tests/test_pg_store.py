@@ -263,3 +263,17 @@ def test_rebuild_empties_the_index(pg_server, vault, shared_embedder):
     with open_store(url) as store:
         assert store.counts()["documents"] == 2 and store.integrity() == "ok"
         assert store.meta()["generation"] == "1"
+
+
+def test_a_nul_past_the_binary_sniff_is_indexed(pg_server, tmp_path, shared_embedder):
+    """Postgres text cannot hold NUL; the note is indexed all the same (U+FFFD)."""
+    root = tmp_path / "nul"
+    root.mkdir()
+    body = "# Long\n\n" + "Plain words fill the first block of this note. " * 200
+    (root / "n.md").write_text(body + "\n\nThe vault key is \x00 under the mat.\n",
+                               encoding="utf-8")
+    url = _url_for(pg_server, "nul_char")
+    with Indexer(url, embedder=shared_embedder) as ix:
+        assert ix.index_paths([root]).new == 1
+    hits = Searcher(url, embedder=shared_embedder).search("vault key mat", 1, mode="bm25")
+    assert "\ufffd under the mat" in hits[0].text
