@@ -30,12 +30,14 @@ from .answers import (
     Answer,
     Citation,
     dropped_entry,
+    is_stale,
     nearest,
     safe_text,
     squash_spaces,
     verify,
 )
 from .errors import AnswerError
+from .freshness import out_of_date_note
 from .tools import TOOLS, Session
 
 MAX_STEPS = 6
@@ -73,33 +75,43 @@ def ask(text: str, *, db, k: int = 8, model: str | None = None, show_context: bo
     own = searcher is None
     searcher = searcher or Searcher(db)
     try:
-        qvec = searcher.embedder.embed_query(text)
-        hits = searcher.search(text, k, mode="hybrid", qvec=qvec)
-        session = Session(searcher, k, text)
-        first = session.passages_for(hits)
-        model = claude.model_name(model)
-        params = request(text, model, session.send(first))
-        if show_context:
-            return params
-        score = searcher.best_cosine(qvec)
-        near = nearest(first, hits, text)
-        client = client or claude.make_client()
-        if not claude.has_credentials(client):
-            from .extractive import extractive_answer
-
-            return extractive_answer(text, searcher=searcher, hits=hits, passages=first,
-                                     qvec=qvec, evidence=score, nearest=near)
-        if not hits or score < REFUSE_BELOW:
-            return Answer(text, REFUSAL, True, "claude", nearest=near, model=model,
-                          stop_reason="weak_evidence", evidence=score)
-        loop = _Loop(session, client, params, stream=stream, out=out or sys.stdout,
-                     max_steps=max_steps, token_budget=token_budget)
-        answer = loop.run()
-        answer.nearest, answer.evidence = near, score
+        answer = _ask(text, searcher, k=k, model=model, show_context=show_context,
+                      stream=stream, client=client, max_steps=max_steps,
+                      token_budget=token_budget, out=out)
+        if isinstance(answer, Answer) and answer.refused:
+            answer.index_note = out_of_date_note(searcher.store)
         return answer
     finally:
         if own:
             searcher.close()
+
+
+def _ask(text: str, searcher, *, k, model, show_context, stream, client, max_steps,
+         token_budget, out):
+    qvec = searcher.embedder.embed_query(text)
+    hits = searcher.search(text, k, mode="hybrid", qvec=qvec)
+    session = Session(searcher, k, text)
+    first = session.passages_for(hits)
+    model = claude.model_name(model)
+    params = request(text, model, session.send(first))
+    if show_context:
+        return params
+    score = searcher.best_cosine(qvec)
+    near = nearest(first, hits, text)
+    client = client or claude.make_client()
+    if not claude.has_credentials(client):
+        from .extractive import extractive_answer
+
+        return extractive_answer(text, searcher=searcher, hits=hits, passages=first,
+                                 qvec=qvec, evidence=score, nearest=near)
+    if not hits or score < REFUSE_BELOW:
+        return Answer(text, REFUSAL, True, "claude", nearest=near, model=model,
+                      stop_reason="weak_evidence", evidence=score)
+    loop = _Loop(session, client, params, stream=stream, out=out or sys.stdout,
+                 max_steps=max_steps, token_budget=token_budget)
+    answer = loop.run()
+    answer.nearest, answer.evidence = near, score
+    return answer
 
 
 def request(question: str, model: str, blocks: list[dict]) -> dict:
@@ -212,15 +224,16 @@ def ground(content, session: Session) -> tuple[str, list[Citation], list[dict]]:
                                              f"unsupported citation type {c.type!r}"))
                 continue
             src = session.passage_at(c.search_result_index)
-            reason = verify(src, c.cited_text or "", c.source, cache)
+            span, reason = verify(src, c, cache)
             if reason:
                 dropped.append(dropped_entry(src, c.cited_text or "", reason, c.source))
                 continue
-            key = (src.path, src.start_line, src.end_line)
+            key = (span.path, span.start_line, span.end_line)
             if key not in numbers:
                 numbers[key] = len(numbers) + 1
-                cites.append(Citation(numbers[key], src.path, src.start_line, src.end_line,
-                                      src.heading_path, c.cited_text))
+                cites.append(Citation(numbers[key], span.path, span.start_line, span.end_line,
+                                      span.heading_path, span.text,
+                                      stale=is_stale(span, cache)))
             if f"[{numbers[key]}]" not in marks:
                 marks.append(f"[{numbers[key]}]")
         parts.append(block.text + (" " + "".join(marks) if marks else ""))

@@ -11,8 +11,9 @@ characters escaped: note text may hold terminal escapes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
-from . import spans
+from . import segments, spans
 
 NEAREST = 3
 REFUSAL = "I couldn't find this in your notes"
@@ -46,6 +47,7 @@ class Passage:
     text: str
     start_char: int
     end_char: int
+    indexed_sha256: str = ""  # of the file as indexed: a citation of a changed file is stale
 
     @property
     def source(self) -> str:
@@ -55,10 +57,34 @@ class Passage:
     def title(self) -> str:
         return " > ".join(self.heading_path) or self.path
 
+    @cached_property
+    def blocks(self) -> list[tuple[int, int]]:
+        """The text's spans sent as the result's content blocks: one per sentence, list
+        item, code block or table row (``segments.blocks``)."""
+        return segments.blocks(self.text)
+
     def block(self) -> dict:
         return {"type": "search_result", "source": self.source, "title": self.title,
-                "content": [{"type": "text", "text": self.text}],
+                "content": [{"type": "text", "text": self.text[s:e]} for s, e in self.blocks],
                 "citations": {"enabled": True}}
+
+    def span(self, s: int, e: int) -> Passage:
+        """The Passage of text[s:e] (trailing whitespace dropped): its own lines and
+        characters in the file."""
+        e = s + len(self.text[s:e].rstrip())
+        first = self.start_line + self.text.count("\n", 0, s)
+        last = self.start_line + self.text.count("\n", 0, e)
+        return Passage(self.path, self.root, first, last, self.heading_path, self.text[s:e],
+                       self.start_char + s, self.start_char + e, self.indexed_sha256)
+
+    def cited(self, start_block, end_block) -> Passage | None:
+        """The span of blocks [start_block, end_block) as sent, or None when that range
+        is not within the blocks of this result."""
+        ok = (isinstance(start_block, int) and isinstance(end_block, int)
+              and 0 <= start_block < end_block <= len(self.blocks))
+        if not ok:
+            return None
+        return self.span(self.blocks[start_block][0], self.blocks[end_block - 1][1])
 
 
 @dataclass
@@ -70,11 +96,13 @@ class Citation:
     heading_path: list[str]
     cited_text: str
     verified: bool = True
+    stale: bool = False  # its span still reads the same, but the file changed elsewhere
 
     def to_dict(self) -> dict:
         return {"n": self.n, "path": self.path, "start_line": self.start_line,
                 "end_line": self.end_line, "heading_path": self.heading_path,
-                "cited_text": self.cited_text, "verified": self.verified}
+                "cited_text": self.cited_text, "verified": self.verified,
+                "stale": self.stale}
 
     @property
     def location(self) -> str:
@@ -97,13 +125,15 @@ class Answer:
     evidence: float | None = None  # best question-chunk cosine (REFUSE_BELOW)
     support: float | None = None  # extractive: best quotable unit's score (SUPPORT_MIN)
     streamed: bool = False  # the model's text already went to the terminal
+    index_note: str | None = None  # on a refusal: how far the index is behind the notes
 
     def to_dict(self) -> dict:
         return {"answer": self.answer, "refused": self.refused, "mode": self.mode,
                 "citations": [c.to_dict() for c in self.citations], "steps": self.steps,
                 "usage": self.usage, "dropped": self.dropped, "nearest": self.nearest,
                 "model": self.model, "stop_reason": self.stop_reason,
-                "evidence": _round(self.evidence), "support": _round(self.support)}
+                "evidence": _round(self.evidence), "support": _round(self.support),
+                "index_note": self.index_note}
 
 
 def _round(value: float | None) -> float | None:
@@ -117,31 +147,48 @@ def squash_spaces(text: str) -> str:
     return " ".join(text.split()).replace("\u2019", "'")
 
 
-def check_fresh(src: Passage, cache: dict | None = None) -> str | None:
-    """None when the file on disk still holds ``src.text`` at its span, else why not."""
-    cache = {} if cache is None else cache
+def _on_disk(src: Passage, cache: dict) -> tuple[str, str] | None:
     key = (src.root, src.path)
     if key not in cache:
-        cache[key] = spans.read_document_text(src.root, src.path)
-    text = cache[key]
-    if text is None:
+        cache[key] = spans.read_document(src.root, src.path)
+    return cache[key]
+
+
+def check_fresh(src: Passage, cache: dict | None = None) -> str | None:
+    """None when the file on disk still holds ``src.text`` at its span, else why not."""
+    found = _on_disk(src, {} if cache is None else cache)
+    if found is None:
         return "stale: the note is gone from disk since it was indexed"
-    if text[src.start_char:src.end_char] != src.text:
+    if found[0][src.start_char:src.end_char] != src.text:
         return "stale: the note changed on disk since it was indexed"
     return None
 
 
-def verify(src: Passage | None, cited_text: str, claimed_source: str | None,
-           cache: dict) -> str | None:
-    """None when a citation verifies, else the reason it is dropped."""
+def is_stale(src: Passage, cache: dict) -> bool:
+    """Whether the file of a citation that verified changed elsewhere since indexing."""
+    found = _on_disk(src, cache)
+    return found is None or bool(src.indexed_sha256 and found[1] != src.indexed_sha256)
+
+
+def verify(src: Passage | None, loc, cache: dict) -> tuple[Passage | None, str | None]:
+    """The exact span a search_result_location citation names, or why it is dropped: the
+    result was sent, its source matches, the block range lies within the blocks sent,
+    the quote is those blocks' text, and the file still holds them at those lines."""
     if src is None:
-        return "cites a search result that was never sent"
-    if claimed_source is not None and claimed_source != src.source:
-        return f"source {claimed_source!r} does not match the result it points at"
-    quote = squash_spaces(cited_text)
-    if not quote or quote not in squash_spaces(src.text):
-        return "cited text is not inside the returned chunk"
-    return check_fresh(src, cache)
+        return None, "cites a search result that was never sent"
+    claimed = getattr(loc, "source", None)
+    if claimed is not None and claimed != src.source:
+        return None, f"source {claimed!r} does not match the result it points at"
+    start, end = getattr(loc, "start_block_index", None), getattr(loc, "end_block_index", None)
+    cited = src.cited(start, end)
+    if cited is None:
+        return None, (f"cites blocks {start}-{end} outside the {len(src.blocks)} blocks of "
+                      "the result sent")
+    quote = squash_spaces(getattr(loc, "cited_text", "") or "")
+    if not quote or quote not in squash_spaces(src.text[src.blocks[start][0]:
+                                                         src.blocks[end - 1][1]]):
+        return None, "cited text is not the text of the cited blocks"
+    return cited, check_fresh(cited, cache)
 
 
 def dropped_entry(src: Passage | None, cited_text: str, reason: str, claimed: str = "") -> dict:
@@ -172,6 +219,8 @@ def format_answer(answer: Answer) -> str:
         lines.append(EXTRACTIVE_LABEL)
     if answer.refused:
         lines.append(REFUSAL + ".")
+        if answer.index_note:
+            lines.append(f"Your index may be out of date: {answer.index_note}.")
         if answer.nearest:
             lines += ["", "Nearest notes:"]
             for i, n in enumerate(answer.nearest, 1):
@@ -185,7 +234,8 @@ def format_answer(answer: Answer) -> str:
         lines.append("")
         for c in answer.citations:
             head = f" ({' > '.join(c.heading_path)})" if c.heading_path else ""
-            lines.append(f"[{c.n}] {c.location}{head}")
+            note = " [the note changed since it was indexed]" if c.stale else ""
+            lines.append(f"[{c.n}] {c.location}{head}{note}")
     for d in answer.dropped:
         lines.append(f"dropped citation {d['source'] or '?'}: {d['reason']}")
     return safe_text("\n".join(lines).strip("\n"))

@@ -10,8 +10,8 @@ over the budget. Every atom is counted once per note, in one ``count_many``; the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from .inline import InlineMarkup
 from .markdown import (
     Block,
     fence_closes,
@@ -22,9 +22,6 @@ from .markdown import (
 )
 from .sentences import split_sentences
 from .tokens import SPECIAL_TOKENS, TokenCounter, split_long
-
-if TYPE_CHECKING:
-    from .chunking import ChunkParams
 
 # Break strengths: how good a place the end of an atom is to end a chunk.
 BREAK_BLOCK = 3.0  # end of a paragraph, code block, table, list
@@ -50,9 +47,19 @@ class Section:
     path: tuple[str, ...]
     blocks: list[Block] = field(default_factory=list)
 
-    @property
-    def has_content(self) -> bool:
-        return any(b.kind != "heading" for b in self.blocks)
+    def shows_text(self, markup: InlineMarkup) -> bool:
+        """Whether a reader sees anything under the heading: a section holding only an
+        anchor comment travels with the next one, as a heading without text does."""
+        return any(b.kind != "heading" and not markup.blank(b.start_char, b.end_char)
+                   for b in self.blocks)
+
+
+def heading_text(heading: str | None) -> str:
+    """A heading as a reader sees it, on one line: "Setup <!-- anchor -->" is "Setup"."""
+    heading = heading or ""
+    if any(ch in heading for ch in "<[`"):
+        heading = InlineMarkup.of_text(heading).visible()
+    return " ".join(heading.split())
 
 
 def sections_of(blocks: list[Block]) -> list[Section]:
@@ -63,7 +70,7 @@ def sections_of(blocks: list[Block]) -> list[Section]:
         if block.kind == "heading":
             while stack and stack[-1][0] >= block.level:
                 stack.pop()
-            stack.append((block.level, " ".join((block.heading or "").split())))
+            stack.append((block.level, heading_text(block.heading)))
             sections.append(Section(tuple(t for _, t in stack if t), [block]))
         else:
             if not sections:
@@ -93,11 +100,13 @@ def _line_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
 class Atoms:
     """Parallel arrays of atoms, in document order, and how to make them."""
 
-    def __init__(self, text: str, counter: TokenCounter, params: ChunkParams) -> None:
+    def __init__(self, text: str, counter: TokenCounter, max_tokens: int, max_chars: int,
+                 markup: InlineMarkup) -> None:
         self.text = text
         self.counter = counter
-        self.params = params
-        self.hard = params.max_tokens - SPECIAL_TOKENS  # wordpieces a chunk may hold
+        self.markup = markup  # what a reader sees: an atom with nothing visible costs nothing
+        self.max_chars = max_chars  # the chunker's cap on a chunk's source characters
+        self.hard = max_tokens - SPECIAL_TOKENS  # wordpieces a chunk may hold
         self.start: list[int] = []
         self.end: list[int] = []
         self.tok: list[int] = []  # wordpieces, special tokens excluded
@@ -110,7 +119,7 @@ class Atoms:
         # follows them is judged against the budget left after them, so that a heading
         # and the start of its text always fit one chunk together.
         self.lead = 0
-        self.lead_cap = int(params.max_tokens * PREFIX_MAX_SHARE)
+        self.lead_cap = int(max_tokens * PREFIX_MAX_SHARE)
 
     def __len__(self) -> int:
         return len(self.start)
@@ -118,6 +127,11 @@ class Atoms:
     def add(self, s, e, tok, strength, section, glue=False, content=True, overlap=False):
         while e > s and self.text[e - 1].isspace():  # "# " or a row with trailing spaces
             e -= 1
+        if content and self.markup.blank(s, e):
+            # Nothing a reader sees (an anchor comment) is not embedded, so it costs no
+            # tokens; glued to what follows like a heading, it never ends a chunk nor makes
+            # one of its own.
+            tok, content, glue, overlap = 0, False, True, False
         self.start.append(s)
         self.end.append(e)
         self.tok.append(tok)
@@ -131,9 +145,13 @@ class Atoms:
     def counts(self, spans: list[tuple[int, int]]) -> list[int]:
         """Wordpieces of each span, special tokens excluded.
 
-        Spans longer than max_chars are too big whatever their count, so they are not
-        counted (a 1 MB line would cost a second of tokenizer time for nothing)."""
-        text, max_chars = self.text, self.params.max_chars
+        Spans are counted as written, links and all: an upper bound of their visible text's
+        count, so chunks still break where they did before visible text was embedded
+        (measured: counting visible text moved boundaries of link-heavy notes and cost a
+        BM25 hit on examples/questions.jsonl). Spans longer than max_chars are too big
+        whatever their count, so they are not counted (a 1 MB line would cost a second of
+        tokenizer time for nothing)."""
+        text, max_chars = self.text, self.max_chars
         short = [(s, e) for s, e in spans if e - s <= max_chars]
         got = iter(self.counter.count_many([text[s:e] for s, e in short]))
         return [next(got) - SPECIAL_TOKENS if e - s <= max_chars else _UNCOUNTED for s, e in spans]
@@ -143,7 +161,7 @@ class Atoms:
         return self.lead if self.lead <= self.lead_cap else 0
 
     def too_big(self, s: int, e: int, tok: int, budget: int) -> bool:
-        return tok > budget - self.waiting or e - s > self.params.max_chars
+        return tok > budget - self.waiting or e - s > self.max_chars
 
     # -- first-level units: what one count_many per note measures
 
@@ -166,7 +184,7 @@ class Atoms:
             self.add(block.start_char, block.end_char, counts[0], BREAK_BLOCK, section)
         elif (
             counts[0] + self.waiting <= self.hard
-            and block.end_char - block.start_char <= self.params.max_chars
+            and block.end_char - block.start_char <= self.max_chars
         ):
             # Code, tables, lists and HTML stay whole whenever the model can take them
             # (with the headings right above them).
@@ -278,7 +296,7 @@ class Atoms:
 
     def _words(self, s, e, budget, section, last_strength, content) -> None:
         budget = max(1, budget - self.waiting)
-        pieces = split_long(self.text, s, e, budget, self.params.max_chars, self.counter)
+        pieces = split_long(self.text, s, e, budget, self.max_chars, self.counter)
         for k, (ps, pe, n, whole_words) in enumerate(pieces):
             strength = BREAK_WORD if whole_words else BREAK_CHAR
             if k == len(pieces) - 1:

@@ -11,6 +11,12 @@ whole sentences. Fragments below ``min_tokens`` (a heading alone, a one-line sec
 merged into a neighbour, and the merged chunk takes the heading path of its larger part
 (the smaller part's heading line stays in the text).
 
+A chunk is retrieved by what a reader sees (``inline.py``): ``retrieval_text`` is the
+heading prefix and the *visible text* of the source, without HTML comments, reference
+definitions and link targets. Atoms keep their counts as written (an upper bound), except
+that an atom with nothing visible (an anchor comment) counts zero and is glued to what
+follows it like a heading, so it never makes a chunk of its own; coverage is unchanged.
+
 Invariants, all tested: ``text[start_char:end_char] == source_text``; every non-blank
 character after the front matter lies in some chunk; ``retrieval_tokens <= max_tokens``
 for every chunk, counted on the actual retrieval text with MiniLM's tokenizer; the same
@@ -31,12 +37,14 @@ from pathlib import PurePosixPath
 
 from .atoms import PREFIX_MAX_SHARE, Atoms, sections_of
 from .errors import InputError
+from .inline import InlineMarkup
 from .markdown import ParsedNote, parse
 from .model import MAX_TOKENS
 from .tokens import SPECIAL_TOKENS, TokenCounter, split_long
 
 # Bump when the same input would give different chunks: it is part of the fingerprint.
-CHUNKER_VERSION = "2"
+# 3: retrieval_text is the visible text (no comments, definitions or link targets).
+CHUNKER_VERSION = "3"
 # A merged chunk takes the heading path of a part at least this many times larger than
 # the other; otherwise the common ancestor of both.
 DOMINANT_SHARE = 2.0
@@ -250,7 +258,9 @@ class _Packer:
             if remaining <= budget and atoms.end[hi - 1] - atoms.start[i] <= max_chars:
                 j = hi - 1
             else:
-                goal = remaining / math.ceil(remaining / goal_full)
+                # Over max_chars with few tokens left (a long run of comments costs none):
+                # the character limit cuts, the goal stays a full one.
+                goal = remaining / math.ceil(remaining / goal_full) if remaining else goal_full
                 j = self.choose_end(i, hi, budget, goal, min_j)
             pieces.append(self.piece(i, j, path))
             if j >= hi - 1:
@@ -440,7 +450,7 @@ class _Packer:
         """Count every retrieval text; re-cut the rare chunk whose sum underestimated."""
         text, counter = self.atoms.text, self.atoms.counter
         for _ in range(8):
-            retrieval = [_retrieval(text[s:e], pre) for s, e, _, pre, _ in spans]
+            retrieval = [_retrieval(self.atoms.markup, s, e, pre) for s, e, _, pre, _ in spans]
             counts = counter.count_many(retrieval, cache=False)
             if all(n <= self.params.max_tokens for n in counts):
                 return [(*span, n) for span, n in zip(spans, counts, strict=False)]
@@ -458,8 +468,12 @@ class _Packer:
         raise AssertionError("chunk budget could not be met")  # pragma: no cover
 
 
-def _retrieval(source: str, prefix: str) -> str:
-    return f"{prefix}\n\n{source}" if prefix else source
+def _retrieval(markup: InlineMarkup, start: int, end: int, prefix: str) -> str:
+    """The heading prefix, a blank line, and what a reader sees of text[start:end]."""
+    body = markup.visible(start, end)
+    if markup.edited(start, end):
+        body = body.strip()  # a comment line gone from the start or end of the chunk
+    return f"{prefix}\n\n{body}" if prefix and body else prefix or body
 
 
 # --- the public entry points ---------------------------------------------------------------
@@ -471,18 +485,21 @@ def chunk_note(
     counter: TokenCounter,
     params: ChunkParams = ChunkParams(),
     fallback_heading: str | None = None,
+    markup: InlineMarkup | None = None,
 ) -> list[Chunk]:
     """Chunks of a parsed note, in document order.
 
     fallback_heading stands in for the heading path of text with no heading above it:
-    None means the file's stem, "" means no prefix at all (BEIR documents).
+    None means the file's stem, "" means no prefix at all (BEIR documents). markup: the
+    note's inline markup when the caller has it already.
     """
     text = parsed.text
     blocks = [b for b in parsed.blocks if b.kind != "front_matter"]
     if not blocks:
         return []
     sections = sections_of(blocks)
-    atoms = Atoms(text, counter, params)
+    markup = markup or InlineMarkup.of_note(parsed)
+    atoms = Atoms(text, counter, params.max_tokens, params.max_chars, markup)
     packer = _Packer(atoms, params, fallback_for(source_file, fallback_heading))
     packer.section_paths = [s.path for s in sections]
     packer.warm(packer.section_paths)
@@ -495,7 +512,7 @@ def chunk_note(
     runs, pending = [], []
     for index, section in enumerate(sections):
         pending.append(index)
-        if section.has_content:
+        if section.shows_text(markup):
             runs, pending = [*runs, pending], []
     if pending:
         runs.append(pending)
@@ -515,14 +532,21 @@ def chunk_note(
 
     pieces = [p for lo, hi, path in ranges for p in packer.pack(lo, hi, path)]
     spans = packer.emit(packer.merge_small(pieces))
-    return _chunks(parsed, source_file, packer.fallback, spans)
+    # Where markup was removed, the source is no longer the retrieval text minus the prefix.
+    edited = [k for k, span in enumerate(spans) if markup.edited(span[0], span[1])]
+    counts = counter.count_many([text[spans[k][0] : spans[k][1]] for k in edited], cache=False)
+    source_tokens = [n - pre_n for _, _, _, _, pre_n, n in spans]
+    for k, n in zip(edited, counts, strict=True):
+        source_tokens[k] = n
+    return _chunks(parsed, source_file, packer.fallback, spans, markup, source_tokens)
 
 
-def _chunks(parsed: ParsedNote, source_file: str, fallback, spans) -> list[Chunk]:
+def _chunks(parsed: ParsedNote, source_file: str, fallback, spans, markup,
+            source_tokens) -> list[Chunk]:
     text = parsed.text
     line_starts = parsed.line_starts or _line_starts(text)
     chunks = []
-    for index, (s, e, path, prefix, prefix_tokens, n) in enumerate(spans):
+    for index, (s, e, path, prefix, _, n) in enumerate(spans):
         source = text[s:e]
         chunks.append(
             Chunk(
@@ -531,12 +555,12 @@ def _chunks(parsed: ParsedNote, source_file: str, fallback, spans) -> list[Chunk
                 source_file=source_file,
                 heading_path=path or fallback,
                 source_text=source,
-                retrieval_text=_retrieval(source, prefix),
+                retrieval_text=_retrieval(markup, s, e, prefix),
                 start_line=bisect_left(line_starts, s + 1),
                 end_line=bisect_left(line_starts, e),
                 start_char=s,
                 end_char=e,
-                source_tokens=n - prefix_tokens,
+                source_tokens=source_tokens[index],
                 retrieval_tokens=n,
             )
         )

@@ -48,6 +48,8 @@ def cmd_index(args) -> int:
             _warn(f"skipped {p.path}: {p.reason}")
         for p in stats.warnings:
             _warn(f"warning {p.path}: {p.reason}")
+        if stats.language_note:
+            _warn(f"note: {stats.language_note}")
         print(stats.summary())
     return 0
 
@@ -55,10 +57,14 @@ def cmd_index(args) -> int:
 def cmd_query(args) -> int:
     from .render import Style, hit_block, use_colour
     from .search import Searcher
+    from .vault import parse_when
 
     searcher = Searcher(args.db)
     hits = searcher.search(args.text, args.k, mode=args.mode, rerank=args.rerank,
-                           path_glob=args.path, tags=args.tag, min_score=args.min_score)
+                           path_glob=args.path, tags=args.tag, min_score=args.min_score,
+                           since=parse_when(args.since) if args.since else None,
+                           before=parse_when(args.before) if args.before else None,
+                           linked_to=args.linked_to)
     if args.json:
         _emit_json([h.to_dict(args.explain) for h in hits])
     elif args.jsonl:
@@ -76,12 +82,54 @@ def cmd_query(args) -> int:
 
 def cmd_get(args) -> int:
     from .db import open_store
-    from .spans import get_lines
+    from .render import printable
+    from .spans import backlinks_of, get_lines
 
     with open_store(args.db) as store:
         lines = get_lines(store, args.target)
+        backlinks = backlinks_of(store, args.target)
     for number, line in lines:
         print(f"{number:>6}  {line}")
+    if backlinks:
+        print("\nBacklinks:")
+        for b in backlinks:
+            print(printable(f"  {b['source']}:{b['line']}  {b['line_text']}"))
+    return 0
+
+
+def cmd_links(args) -> int:
+    from .db import open_store
+    from .render import printable
+    from .spans import note_links
+
+    with open_store(args.db) as store:
+        report = note_links(store, args.note)
+    if args.json:
+        _emit_json(report)
+        return 0
+    print(printable(report["note"]))
+    for title, key, side in (("links to", "outgoing", "target"),
+                             ("linked from", "backlinks", "source"),
+                             ("unresolved", "unresolved", "target")):
+        print(f"\n{title} ({len(report[key])}):")
+        for x in report[key]:
+            where = x[side] if side == "source" else x.get(side) or x["target"]
+            line = x["line_text"] if side == "source" else f"line {x['line']}"
+            print(printable(f"  {where}  {line}"))
+    return 0
+
+
+def cmd_tags(args) -> int:
+    from .db import open_store
+
+    with open_store(args.db) as store:
+        counts = store.tag_counts()
+    if args.json:
+        _emit_json([{"tag": t, "notes": n} for t, n in counts.items()])
+    else:
+        width = max((len(t) for t in counts), default=0)
+        for tag, n in counts.items():
+            print(f"{tag:<{width}}  {n}")
     return 0
 
 
@@ -213,6 +261,33 @@ def cmd_ask(args) -> int:
     return 0
 
 
+def cmd_watch(args) -> int:
+    import threading
+
+    from .watch import Watcher, install_stop_signals, quiet_library_logs
+
+    stop = threading.Event()
+    install_stop_signals(stop)
+    quiet_library_logs()
+
+    def report(p) -> None:
+        if args.json:
+            print(json.dumps({"root": p.root, "paths": p.paths, "error": p.error,
+                              "seconds": round(p.seconds, 3), **p.stats.to_dict()},
+                             ensure_ascii=False), flush=True)
+        else:
+            print(p.line(), flush=True)
+
+    Watcher(args.paths, args.db, stop=stop, on_pass=report).run()
+    return 0
+
+
+def cmd_mcp(args) -> int:
+    from .server import serve
+
+    return serve(args.db, args.watch)
+
+
 def cmd_model(args) -> int:
     from . import model
 
@@ -280,7 +355,12 @@ def _add_query(sub) -> None:
     p.add_argument("--explain", action="store_true", help="show each leg's rank and score")
     p.add_argument("--path", metavar="GLOB", help="only notes whose path matches GLOB")
     p.add_argument("--tag", action="append", metavar="TAG",
-                   help="only notes whose front matter has TAG (repeatable)")
+                   help="only notes tagged TAG or TAG/... (front matter or #inline; repeatable)")
+    p.add_argument("--since", metavar="DATE",
+                   help="only notes dated DATE or later (YYYY-MM-DD, or 7d, 3w, 2m, 1y ago)")
+    p.add_argument("--before", metavar="DATE", help="only notes dated before DATE")
+    p.add_argument("--linked-to", metavar="NOTE",
+                   help="only notes that link to NOTE or that NOTE links to")
     p.add_argument("--min-score", type=float, metavar="X", help="drop hits scoring below X")
     p.set_defaults(func=cmd_query)
 
@@ -291,6 +371,20 @@ def _add_get(sub) -> None:
     p.add_argument("target", metavar="PATH[:LINE[:COUNT]]|CHUNK_ID")
     _db_option(p)
     p.set_defaults(func=cmd_get)
+
+
+def _add_links_and_tags(sub) -> None:
+    p = sub.add_parser("links", help="a note's links, backlinks and unresolved links",
+                       epilog="Example: brainbot links 'Garden Plan' --db notes.db")
+    p.add_argument("note", metavar="NOTE", help="a path, or a name as in a [[wikilink]]")
+    _db_option(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_links)
+    p = sub.add_parser("tags", help="every tag with the number of notes that carry it",
+                       epilog="Example: brainbot tags --db notes.db")
+    _db_option(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_tags)
 
 
 def _add_chunks(sub) -> None:
@@ -355,6 +449,25 @@ def _add_ask(sub) -> None:
     p.set_defaults(func=cmd_ask)
 
 
+def _add_watch(sub) -> None:
+    p = sub.add_parser("watch", help="keep the index fresh while notes change",
+                       epilog="Example: brainbot watch ~/notes --db notes.db")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="folders of notes to watch")
+    _db_option(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object per pass")
+    p.set_defaults(func=cmd_watch)
+
+
+def _add_mcp(sub) -> None:
+    p = sub.add_parser("mcp", help="serve the index to agents over MCP (stdio)",
+                       epilog="Example: claude mcp add brainbot -- brainbot mcp --db "
+                              "~/notes.db --watch ~/notes")
+    _db_option(p)
+    p.add_argument("--watch", nargs="+", metavar="PATH",
+                   help="also keep the index fresh from these folders")
+    p.set_defaults(func=cmd_mcp)
+
+
 def _add_model(sub) -> None:
     p = sub.add_parser("model", help="get, export or show the embedding model",
                        epilog="Example: brainbot model pull")
@@ -377,8 +490,9 @@ def _add_copy(sub) -> None:
     p.set_defaults(func=cmd_copy)
 
 
-COMMANDS = (_add_index, _add_query, _add_get, _add_chunks, _add_report,
-            _add_status_and_doctor, _add_eval, _add_ask, _add_model, _add_copy)
+COMMANDS = (_add_index, _add_query, _add_get, _add_links_and_tags, _add_chunks, _add_report,
+            _add_status_and_doctor, _add_eval, _add_ask, _add_watch, _add_mcp, _add_model,
+            _add_copy)
 
 
 def build_parser() -> argparse.ArgumentParser:

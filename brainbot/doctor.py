@@ -12,6 +12,7 @@ from pathlib import Path
 from . import model
 from .db import is_url, open_store, public_target
 from .errors import BrainbotError
+from .freshness import vault_changes
 from .store import Store
 
 
@@ -25,43 +26,27 @@ def kernel_backend() -> str:
     return kernel.active().backend()
 
 
-def stale_files(store: Store) -> dict[str, list[str]]:
-    """Indexed notes that changed or vanished on disk, and new notes not yet indexed."""
-    from .notes import discover
-
-    changed, missing, new = [], [], []
-    roots: dict[str, dict[str, tuple[int, int]]] = {}
-    for doc in store.documents():
-        if doc.on_disk:
-            roots.setdefault(doc.root, {})[doc.path] = (doc.size, doc.mtime_ns)
-    for root, docs in roots.items():
-        if not Path(root).is_dir():
-            missing.extend(docs)
-            continue
-        found = {f.relpath: f for f in discover(Path(root)).files}
-        for path, (size, mtime) in docs.items():
-            f = found.get(path)
-            if f is None:
-                missing.append(path)
-            elif (f.size, f.mtime_ns) != (size, mtime):
-                changed.append(path)
-        # a single indexed file's folder holds unrelated notes: only folders count new ones
-        new.extend(p for p in found if p not in docs and len(docs) > 1)
-    return {"changed": sorted(changed), "missing": sorted(missing), "new": sorted(new)}
-
-
 def warnings_of(store: Store) -> list[dict]:
     """What indexing reported about notes it kept (bad front matter, replaced bytes)."""
     return [{"path": d.path, "reason": w} for d in store.documents() for w in d.warnings]
 
 
-def status(db) -> dict:
-    with open_store(db) as store:
+def status(db, store: Store | None = None) -> dict:
+    """What the index holds and how current it is; ``store``: an open one to reuse."""
+    own = store is None
+    store = store or open_store(db)
+    try:
         meta = store.meta()
         counts = store.counts()
-        stale = stale_files(store)
+        stale = vault_changes(store)
         warnings = warnings_of(store)
         size = store.size_bytes()
+        generation = store.generation()
+        other, known = store.language_share()
+        tags = len(store.tag_counts())
+    finally:
+        if own:
+            store.close()
     from .sqlite_file import vec_available
 
     vec_ok, vec_detail = vec_available()
@@ -70,9 +55,11 @@ def status(db) -> dict:
         "schema": meta.get("schema_version"), "model": meta.get("model"),
         "embedder": meta.get("embedder"), "chunker": meta.get("chunker"),
         "analyzer": meta.get("analyzer"), "fingerprint": meta.get("fingerprint"),
-        "generation": int(meta.get("generation", 0)),
+        "generation": generation,
         "documents": counts["documents"], "chunks": counts["chunks"],
         "embeddings": counts["embeddings"], "terms": counts["terms"],
+        "non_english": round(other / known, 4) if known else 0.0,
+        "tags": tags,
         "stale": {k: len(v) for k, v in stale.items()},
         "stale_files": stale,
         "warnings": warnings,
@@ -142,11 +129,13 @@ def _store_checks(store: Store, db) -> list[dict]:
         if result != "ok":
             return out  # the checks below would read the damaged pages
         out.append(_check("fingerprint", True, store.meta().get("fingerprint", "?")))
-        stale = stale_files(store)
+        stale = vault_changes(store)
         n = sum(len(v) for v in stale.values())
         out.append(_check("stale files", n == 0,
                           f"{len(stale['changed'])} changed, {len(stale['missing'])} missing, "
                           f"{len(stale['new'])} new", f"brainbot index {roots} --db {db_arg}"))
+        other, known = store.language_share()
+        out.append(_check("language", True, _language_detail(other, known)))
         warned = {w["path"] for w in warnings_of(store)}
         out.append(_check("note warnings", True, f"{len(warned)} notes indexed with warnings"
                           + (" (brainbot status lists them)" if warned else "")))
@@ -159,6 +148,16 @@ def _store_checks(store: Store, db) -> list[dict]:
                           f"restore {db} from a backup or rebuild it: "
                           f"brainbot index NOTES --db {db_arg} --rebuild"))
     return out
+
+
+def _language_detail(other: int, known: int) -> str:
+    from .language import NON_ENGLISH_WARN
+
+    share = other / known if known else 0.0
+    detail = f"{share:.0%} of {known} chunks look non-English"
+    if share >= NON_ENGLISH_WARN:
+        detail += " (vector search is English-only; BM25 carries them)"
+    return detail
 
 
 def run_checks(db) -> list[dict]:

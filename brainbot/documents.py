@@ -43,12 +43,14 @@ class Document:
 
 @dataclass
 class Chunked:
-    """A document parsed and chunked; ``warnings`` adds what parsing found (bad YAML)."""
+    """A document parsed and chunked; ``warnings`` adds what parsing found (bad YAML);
+    ``facts`` its links, tags and date (``vault.py``; None for a dataset record)."""
 
     doc: Document
     parsed: object  # markdown.ParsedNote
     chunks: list
     warnings: tuple[str, ...] = ()
+    facts: object = None
 
     @property
     def title(self) -> str:
@@ -98,15 +100,19 @@ def record(root: str, relpath: str, text: str) -> Document:
 def chunk(doc: Document, counter, params=None) -> Chunked:
     """Parse and chunk one document; a front-matter error becomes a warning."""
     from .chunking import ChunkParams, chunk_note
+    from .inline import InlineMarkup
     from .markdown import parse
+    from .vault import facts
 
     parsed = parse(doc.text)
+    markup = InlineMarkup.of_note(parsed)
     chunks = chunk_note(parsed, doc.relpath, counter, params or ChunkParams(),
-                        fallback_heading=None if doc.on_disk else "")
+                        fallback_heading=None if doc.on_disk else "", markup=markup)
     extra = ()
     if parsed.front_matter_error:
-        extra = (f"{parsed.front_matter_error}; its title and tags are ignored",)
-    return Chunked(doc, parsed, chunks, doc.warnings + extra)
+        extra = (f"{parsed.front_matter_error}; its title, tags and date are ignored",)
+    found = facts(parsed, markup, chunks, doc.relpath, doc.mtime_ns) if doc.on_disk else None
+    return Chunked(doc, parsed, chunks, doc.warnings + extra, found)
 
 
 def chunk_paths(paths: Iterable[str | Path], counter,

@@ -104,6 +104,13 @@ class StoreBusyError(StoreError):
                                   "run again")
 
 
+class IndexStopped(BrainbotError):
+    """An index run was asked to stop (SIGTERM, Ctrl-C in a watcher); what was committed
+    before stays, and the next run resumes."""
+
+    exit_code = 130
+
+
 class KernelError(BrainbotError, ValueError):
     """A search kernel was called with invalid arguments (shape, dtype, k, NaN)."""
 

@@ -24,7 +24,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import lexical
-from .answers import REFUSAL, REFUSE_BELOW, Answer, Citation, Passage, check_fresh
+from .answers import (
+    REFUSAL,
+    REFUSE_BELOW,
+    Answer,
+    Citation,
+    Passage,
+    check_fresh,
+    is_stale,
+)
 from .markdown import marker_lines, parse
 from .sentences import split_sentences
 
@@ -156,7 +164,7 @@ def extractive_answer(question: str, *, searcher, hits, passages: list[Passage],
     cites: dict[str, Citation] = {}  # by location: two sentences of one line share it
     parts, dropped, cache = [], [], {}
     for u in chosen:
-        unit = unit_passage(u.src, u.start, u.end)
+        unit = u.src.span(u.start, u.end)
         stale = check_fresh(unit, cache)
         if stale:
             dropped.append({"source": unit.source, "cited_text": unit.text[:300],
@@ -165,7 +173,8 @@ def extractive_answer(question: str, *, searcher, hits, passages: list[Passage],
         cite = cites.get(unit.source)
         if cite is None:
             cite = cites[unit.source] = Citation(len(cites) + 1, unit.path, unit.start_line,
-                                                 unit.end_line, unit.heading_path, unit.text)
+                                                 unit.end_line, unit.heading_path, unit.text,
+                                                 stale=is_stale(unit, cache))
         else:
             cite.cited_text += " … " + unit.text
         parts.append(f"{_MARKER.sub('', ' '.join(unit.text.split()))} [{cite.n}]")
@@ -267,14 +276,6 @@ def _code_groups(text: str, a: int, b: int) -> list[tuple[int, int]]:
     if start is not None:
         out.append((start, end))
     return out
-
-
-def unit_passage(src: Passage, s: int, e: int) -> Passage:
-    """The Passage of text[s:e] of a chunk: its own lines and characters in the file."""
-    first = src.start_line + src.text.count("\n", 0, s)
-    last = src.start_line + src.text.count("\n", 0, e)
-    return Passage(src.path, src.root, first, last, src.heading_path, src.text[s:e],
-                  src.start_char + s, src.start_char + e)
 
 
 def score_units(question: str, qvec, units: list[Unit], searcher):

@@ -22,15 +22,38 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from . import documents, lexical, notes
+from . import documents, language, lexical, notes
 from .db import open_store
 from .documents import Chunked, Document
+from .errors import IndexStopped
 from .store import NewChunk, NewDocument
 
 # Chunks per write transaction. Small enough that a kill loses seconds of work, large
 # enough that embedding batches stay full (8 texts per ONNX batch was fastest here).
 BATCH_CHUNKS = 64
+
+
+class _Pending:
+    """What the next write transaction holds."""
+
+    def __init__(self) -> None:
+        self.batch: list[Chunked] = []  # new or changed documents
+        self.touched: list[tuple[int, int, int]] = []  # (id, size, mtime): same bytes
+        self.refreshed: list[tuple[int, Chunked]] = []  # unchanged: vault facts to fill
+        self.chunks = 0
+
+    def add(self, item: Chunked) -> None:
+        self.batch.append(item)
+        self.chunks += len(item.chunks)
+
+    @property
+    def full(self) -> bool:
+        return self.chunks + len(self.refreshed) >= BATCH_CHUNKS
+
+    def __bool__(self) -> bool:
+        return bool(self.batch or self.touched or self.refreshed)
 
 
 @dataclass
@@ -44,6 +67,8 @@ class IndexStats:
     seconds: float = 0.0
     skipped: list[notes.Problem] = field(default_factory=list)
     warnings: list[notes.Problem] = field(default_factory=list)
+    non_english: float = 0.0  # share of the index's chunks that do not read as English
+    language_note: str | None = None  # said once, when that share is high
 
     def summary(self) -> str:
         return (f"{self.new:,} new, {self.updated:,} updated, {self.unchanged:,} unchanged, "
@@ -55,7 +80,8 @@ class IndexStats:
                 "removed": self.removed, "chunks": self.chunks, "embedded": self.embedded,
                 "seconds": round(self.seconds, 3),
                 "skipped": [{"path": p.path, "reason": p.reason} for p in self.skipped],
-                "warnings": [{"path": p.path, "reason": p.reason} for p in self.warnings]}
+                "warnings": [{"path": p.path, "reason": p.reason} for p in self.warnings],
+                "non_english": round(self.non_english, 4), "language_note": self.language_note}
 
 
 def _sha256_text(text: str) -> str:
@@ -67,7 +93,8 @@ class Indexer:
     store's writer lock is held from enter to exit."""
 
     def __init__(self, db_path, *, precision: str = "fp32", embedder=None, params=None,
-                 rebuild: bool = False, progress: Callable[[int, int], None] | None = None):
+                 rebuild: bool = False, progress: Callable[[int, int], None] | None = None,
+                 stop=None):
         from .chunking import ChunkParams
         from .identity import current
         from .tokens import TokenCounter
@@ -82,6 +109,9 @@ class Indexer:
         self.rebuild = rebuild
         self.stats = IndexStats()
         self.store = None
+        self.refreshing = False  # an index from before links and tags: fill them for all
+        self.dirty = False  # something was written: links may point elsewhere now
+        self.stop = stop  # a threading.Event: set, the run ends before its next transaction
 
     # -- lifecycle -------------------------------------------------------------------
     def __enter__(self) -> Indexer:
@@ -89,6 +119,7 @@ class Indexer:
                                 rebuild=self.rebuild)
         try:
             self.store.record_identity(self.identity)
+            self.refreshing = self.store.meta().get("vault_refresh") == "1"
         except BaseException:
             self.store.close()
             self.store = None
@@ -121,10 +152,42 @@ class Indexer:
             self.stats.skipped.extend(root.problems)
             known = self.store.known_documents(root.path)
             self._index_documents(root.path, self._changed(root, known), root.scope, known)
+        if self.refreshing:
+            self._check_stop()
+            with self.store.batch():
+                self.store.set_meta("vault_refresh", None)
+            self.refreshing = False
+        return self.finish()
+
+    def index_changes(self, root, relpaths: Iterable[str]) -> IndexStats:
+        """Re-index only ``relpaths`` (POSIX, relative to the folder ``root``): the ones
+        that are notes on disk are indexed, the others leave the index."""
+        relpaths = set(relpaths)
+        found = notes.discover_some(Path(root), relpaths)
+        target = documents.Root(Path(root).absolute().as_posix(), relpaths, found.files,
+                                found.problems)
+        self.stats.skipped.extend(found.problems)
+        known = self.store.known_documents(target.path)
+        self._index_documents(target.path, self._changed(target, known), relpaths, known)
+        return self.finish()
+
+    def forget_root(self, root) -> IndexStats:
+        """Remove every document of a folder that no longer exists."""
+        path = Path(root).absolute().as_posix()
+        self._index_documents(path, iter(()), None, self.store.known_documents(path))
         return self.finish()
 
     def finish(self) -> IndexStats:
+        """Resolve links if anything changed, and total up."""
+        if self.dirty or self.stats.removed:
+            with self.store.batch():
+                self.store.resolve_links()
+            self.dirty = False
         self.stats.chunks = self.store.chunk_count()
+        other, known = self.store.language_share()
+        self.stats.non_english = other / known if known else 0.0
+        if self.stats.non_english >= language.NON_ENGLISH_WARN:
+            self.stats.language_note = language_note(self.stats.non_english)
         self.stats.seconds = time.perf_counter() - self.started
         return self.stats
 
@@ -138,12 +201,14 @@ class Indexer:
     # -- steps ----------------------------------------------------------------------------
     def _changed(self, root: documents.Root, known: dict):
         """(relpath, Document or None): None for a file whose size and mtime match the
-        index, which is never read. An unreadable file is reported and left out."""
+        index, which is never read (unless its vault facts are still to be filled). An
+        unreadable file is reported and left out."""
         for done, note in enumerate(root.files, 1):
             if self.progress:
                 self.progress(done, len(root.files))
             prior = known.get(note.relpath)
-            if prior and (prior.size, prior.mtime_ns) == (note.size, note.mtime_ns):
+            same = prior and (prior.size, prior.mtime_ns) == (note.size, note.mtime_ns)
+            if same and not self.refreshing:
                 yield note.relpath, None
                 continue
             try:
@@ -153,32 +218,35 @@ class Indexer:
 
     def _index_documents(self, root: str, items, scope, known: dict) -> None:
         seen: set[str] = set()
-        batch: list[Chunked] = []
-        touched: list[tuple[int, int, int]] = []
-        pending = 0
+        pending = _Pending()
         for relpath, doc in items:
             seen.add(relpath)
             prior = known.get(relpath)
             if doc is None or (prior and prior.sha256 == doc.sha256):
                 self.stats.unchanged += 1
                 if doc is not None:
-                    touched.append((prior.id, doc.size, doc.mtime_ns))
-                continue
-            item = documents.chunk(doc, self.counter, self.params)
-            self.stats.warnings.extend(notes.Problem(relpath, w, skipped=False)
-                                       for w in item.warnings)
-            batch.append(item)
-            pending += len(item.chunks)
-            if pending >= BATCH_CHUNKS:
-                self._write_batch(batch, known, touched)
-                batch, pending, touched = [], 0, []
-        if batch or touched:
-            self._write_batch(batch, known, touched)
+                    pending.touched.append((prior.id, doc.size, doc.mtime_ns))
+                if doc is not None and self.refreshing:  # facts only: nothing re-embedded
+                    pending.refreshed.append((prior.id, self._chunk(doc)))
+            else:
+                pending.add(self._chunk(doc))
+            if pending.full:
+                self._write_batch(pending, known)
+                pending = _Pending()
+        if pending:
+            self._write_batch(pending, known)
         gone = [known[p].id for p in known if p not in seen and (scope is None or p in scope)]
         if gone:
+            self._check_stop()
             with self.store.batch():
                 self.store.delete_documents(gone)
             self.stats.removed += len(gone)
+
+    def _chunk(self, doc: Document) -> Chunked:
+        item = documents.chunk(doc, self.counter, self.params)
+        self.stats.warnings.extend(notes.Problem(doc.relpath, w, skipped=False)
+                                   for w in item.warnings)
+        return item
 
     def _vectors_for(self, chunks: list) -> tuple[dict, int]:
         """A vector for every chunk text hash: reused from the index or embedded now."""
@@ -189,23 +257,38 @@ class Indexer:
             found.update(zip(todo, self.embedder.embed(list(todo.values())), strict=True))
         return found, len(todo)
 
-    def _write_batch(self, batch: list[Chunked], known: dict, touched: list) -> None:
-        vectors, embedded = self._vectors_for([c for item in batch for c in item.chunks])
+    def _write_batch(self, pending: _Pending, known: dict) -> None:
+        self._check_stop()
+        vectors, embedded = self._vectors_for([c for item in pending.batch
+                                               for c in item.chunks])
         with self.store.batch():
-            if touched:
-                self.store.touch_documents(touched)
-            for item in batch:
+            if pending.touched:
+                self.store.touch_documents(pending.touched)
+            for doc_id, item in pending.refreshed:
+                self.store.record_facts(doc_id, item.facts, [
+                    language.looks_english(c.retrieval_text) for c in item.chunks])
+            for item in pending.batch:
                 prior = known.get(item.doc.relpath)
                 if prior:
                     self.store.delete_documents([prior.id])
                 self.store.add_document(_new_document(item, vectors))
-        for item in batch:
+        for item in pending.batch:
             if known.get(item.doc.relpath):
                 self.stats.updated += 1
             else:
                 self.stats.new += 1
             item.doc.text = ""  # let the text go: large vaults should not pile up in memory
         self.stats.embedded += embedded
+        self.dirty = True
+
+    def _check_stop(self) -> None:
+        if self.stop is not None and self.stop.is_set():
+            raise IndexStopped("stopped before the next transaction; run again to finish")
+
+
+def language_note(share: float) -> str:
+    return (f"{share:.0%} of your notes look non-English; vector search is English-only, "
+            "BM25 carries them")
 
 
 def _new_document(item: Chunked, vectors: dict) -> NewDocument:
@@ -214,13 +297,16 @@ def _new_document(item: Chunked, vectors: dict) -> NewDocument:
     for c in item.chunks:
         h = _sha256_text(c.retrieval_text)
         terms, length = lexical.term_frequencies(c.retrieval_text)
-        chunks.append(NewChunk(c, h, vectors[h], terms, length))
+        chunks.append(NewChunk(c, h, vectors[h], terms, length,
+                               language.looks_english(c.retrieval_text)))
     return NewDocument(doc.root, doc.relpath, doc.sha256, doc.size, doc.mtime_ns, item.title,
-                       item.parsed.front_matter, doc.kind, list(item.warnings), chunks)
+                       item.parsed.front_matter, doc.kind, list(item.warnings), chunks,
+                       item.facts)
 
 
-def progress_printer(stream=sys.stderr) -> Callable[[int, int], None] | None:
+def progress_printer(stream=None) -> Callable[[int, int], None] | None:
     """A tqdm progress bar with ETA when stderr is a terminal, else None."""
+    stream = stream or sys.stderr  # looked up now: tests and tools swap sys.stderr
     if not stream.isatty():
         return None
     try:

@@ -20,10 +20,12 @@ from __future__ import annotations
 import functools
 import sys
 import warnings
-from typing import Literal, Protocol, cast
+from typing import TYPE_CHECKING, Literal, Protocol, cast
 
 import numpy as np
-import numpy.typing as npt
+
+if TYPE_CHECKING:  # numpy.typing costs ~15 ms to import: a cold query does not need it
+    import numpy.typing as npt
 
 from brainbot import reference as _ref
 from brainbot.errors import KernelError
@@ -62,9 +64,10 @@ def available() -> bool:
     return _lib is not None
 
 
-_Ids = npt.NDArray[np.int64]
-_F32s = npt.NDArray[np.float32]
-_Mask = npt.NDArray[np.uint8] | npt.NDArray[np.bool_] | None
+if TYPE_CHECKING:  # type aliases for the Protocol below (annotations are strings)
+    _Ids = npt.NDArray[np.int64]
+    _F32s = npt.NDArray[np.float32]
+    _Mask = npt.NDArray[np.uint8] | npt.NDArray[np.bool_] | None
 
 
 class SearchKernel(Protocol):

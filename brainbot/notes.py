@@ -65,7 +65,7 @@ def _ignore_spec(root: Path):
     import pathspec
 
     lines = ignore.read_text(encoding="utf-8", errors="replace").splitlines()
-    return pathspec.PathSpec.from_lines("gitwildmatch", lines)
+    return pathspec.GitIgnoreSpec.from_lines(lines)
 
 
 def _inside(path: Path, root_real: Path) -> bool:
@@ -155,6 +155,31 @@ def _add_file(found: Discovery, root: Path, root_real: Path, path: Path, rel: st
         found.problems.append(Problem(rel, "not a regular file (a FIFO, socket or device)"))
         return
     found.files.append(NoteFile(root, rel, st.st_size, st.st_mtime_ns))
+
+
+def discover_some(root: Path, relpaths, *, follow_outside: bool = False) -> Discovery:
+    """The notes among ``relpaths`` (POSIX, relative to the folder ``root``) that
+    ``discover(root)`` would find: the same hidden-folder, extension, ignore-file and
+    symlink rules, without walking the folder. Paths that are not there are left out."""
+    found = Discovery()
+    root = root.absolute()
+    root_real = root.resolve()
+    spec = _ignore_spec(root)
+    for rel in sorted(set(relpaths)):
+        parts = rel.split("/")
+        if any(p.startswith(".") or p in ("", "..") for p in parts):
+            continue
+        if not parts[-1].lower().endswith(EXTENSIONS):
+            continue
+        dirs = ["/".join(parts[:i]) + "/" for i in range(1, len(parts))]
+        if spec is not None and (spec.match_file(rel) or any(spec.match_file(d) for d in dirs)):
+            continue
+        path = root / rel
+        if not follow_outside and not _inside(path.parent, root_real):
+            continue  # under a symlinked folder that leads outside
+        if path.exists() or path.is_symlink():
+            _add_file(found, root, root_real, path, rel, follow_outside)
+    return found
 
 
 @dataclass(frozen=True)

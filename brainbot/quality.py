@@ -10,7 +10,9 @@ records rebuilt from the database) and scores them 0-100 from four signals:
 - **boundary**: the share of chunks that end at a sentence end or a block end (or at a
   line end inside code, tables and lists, the only places those may be split);
 - **junk**: the share of tiny chunks (below ``min_tokens`` in a note that had room for
-  more) and chunks with no letter or digit at all;
+  more), chunks with no letter or digit a reader sees (only an HTML comment, a link
+  definition, an image without alt text: ``inline.py``'s visible text), and chunks whose
+  visible text is headings only;
 
 plus hard counts that must be zero: chunks over the token limit, heading-only chunks,
 code fences cut (split although the model could have taken them whole, or split
@@ -30,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .chunking import Chunk, ChunkParams
+from .inline import InlineMarkup
 from .markdown import parse, starts_item
 from .sentences import split_sentences
 from .tokens import TokenCounter
@@ -63,6 +66,9 @@ class _Tally:
     under: int = 0
     good_ends: int = 0
     junk: int = 0
+    # Chunks a reader sees nothing of, in a note that shows text elsewhere (so they could
+    # have merged into it): counted in junk too.
+    invisible: int = 0
     chars: int = 0
     unique_chars: int = 0
     over_limit: int = 0
@@ -75,7 +81,7 @@ class _Tally:
 
     def add(self, other: _Tally) -> None:
         for name in (
-            "chunks size_points under good_ends junk chars unique_chars over_limit "
+            "chunks size_points under good_ends junk invisible chars unique_chars over_limit "
             "heading_only cut_fences cut_table_rows forced_cuts".split()
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
@@ -116,6 +122,7 @@ class _Tally:
                 "score": round(max(0.0, 100 * (1 - 4 * junk)), 1),
                 "junk_share": round(junk, 4),
                 "junk_chunks": self.junk,
+                "invisible_chunks": self.invisible,
                 "forced_cuts": self.forced_cuts,
             },
         }
@@ -231,8 +238,16 @@ class _FileCheck:
         self.text = text
         self.params = params
         self.counter_of = counter_of
-        self.blocks = [b for b in parse(text).blocks if b.kind != "front_matter"]
+        parsed = parse(text)
+        self.markup = InlineMarkup.of_note(parsed)
+        self.blocks = [b for b in parsed.blocks if b.kind != "front_matter"]
         self.block_ends = [b.end_char for b in self.blocks]
+        # A note a reader sees only headings of (a template, a stub) cannot avoid
+        # heading-only chunks, nor one that shows nothing avoid invisible ones: junk, yes,
+        # but no fault of the chunker.
+        self.has_text = any(b.kind != "heading" and not self.markup.blank(b.start_char, b.end_char)
+                            for b in self.blocks)
+        self.shows = bool(self.markup.visible(parsed.body_start_char).strip())
 
     def run(self, recount: bool) -> _Tally:
         t = _Tally(chunks=len(self.recs))
@@ -254,9 +269,11 @@ class _FileCheck:
                 t.bad_end_examples.append(r.source_text[-60:])
             t.over_limit += tokens > self.params.max_tokens
             heading_only = self.heading_only(r)
-            t.heading_only += heading_only
+            t.heading_only += heading_only and self.has_text
             tiny = not alone and r.source_tokens < self.params.min_tokens
-            empty = not any(ch.isalnum() for ch in r.source_text)
+            seen = self.markup.visible(r.start_char, r.end_char)
+            empty = not any(ch.isalnum() for ch in seen)
+            t.invisible += self.shows and not seen.strip()
             t.junk += heading_only or tiny or empty
         t.chars = sum(r.end_char - r.start_char for r in self.recs)
         t.unique_chars = _union_length([(r.start_char, r.end_char) for r in self.recs])
@@ -264,10 +281,14 @@ class _FileCheck:
         return t
 
     def heading_only(self, r: Chunk) -> bool:
+        """Whether all a reader sees of the chunk is headings (an anchor comment under a
+        heading is no text)."""
         k = bisect_right(self.block_ends, r.start_char)
         kinds = set()
         while k < len(self.blocks) and self.blocks[k].start_char < r.end_char:
-            kinds.add(self.blocks[k].kind)
+            b = self.blocks[k]
+            if not self.markup.blank(max(b.start_char, r.start_char), min(b.end_char, r.end_char)):
+                kinds.add(b.kind)
             k += 1
         return kinds == {"heading"}
 
@@ -362,8 +383,8 @@ class QualityReport:
             f"text is overlap (healthy {100 * red['band'][0]:.0f}-{100 * red['band'][1]:.0f}%)",
             f"  boundary    {bnd['score']:5.1f}  {100 * bnd['clean_end_share']:.1f}% of chunks "
             "end at a sentence or block end",
-            f"  junk        {junk['score']:5.1f}  {junk['junk_chunks']} tiny, empty or "
-            f"heading-only chunks ({100 * junk['junk_share']:.1f}%)",
+            f"  junk        {junk['score']:5.1f}  {junk['junk_chunks']} tiny, empty, invisible "
+            f"or heading-only chunks ({100 * junk['junk_share']:.1f}%)",
             "hard limits (must be 0): "
             + ", ".join(f"{name.replace('_', '-')} {n}" for name, n in self.hard.items()),
         ]
@@ -394,10 +415,8 @@ def _issue(tally: _Tally, params: ChunkParams) -> str:
     return f"{name} {signals[name]['score']:.0f}: {detail}"
 
 
-def _suggestions(total: _Tally, files: dict[str, _Tally], params: ChunkParams) -> list[str]:
-    if not total.chunks:
-        return ["no chunks to assess"]
-    signals = total.signals(params)
+def _hard_suggestions(total: _Tally, files: dict[str, _Tally], params: ChunkParams) -> list[str]:
+    """What to do about each count that must be zero, naming a file where it happens."""
     out = []
 
     def first_with(attr: str) -> str:
@@ -424,6 +443,20 @@ def _suggestions(total: _Tally, files: dict[str, _Tally], params: ChunkParams) -
             f"{total.cut_table_rows} table rows cut mid-row: check the chunker on "
             f"{first_with('cut_table_rows')} (a single row longer than the budget?)"
         )
+    if total.invisible:
+        out.append(
+            f"{total.invisible} chunks show a reader nothing (only HTML comments, link "
+            f"definitions or images without alt text; e.g. in {first_with('invisible')}): "
+            "re-index with this version, which merges such text into its neighbour"
+        )
+    return out
+
+
+def _suggestions(total: _Tally, files: dict[str, _Tally], params: ChunkParams) -> list[str]:
+    if not total.chunks:
+        return ["no chunks to assess"]
+    signals = total.signals(params)
+    out = _hard_suggestions(total, files, params)
     share = signals["boundary"]["clean_end_share"]
     if share < 0.9:
         worst = min(files, key=lambda n: files[n].good_ends / max(1, files[n].chunks))

@@ -18,7 +18,7 @@ from typing import Literal
 
 import numpy as np
 
-from . import kernel, lexical
+from . import freshness, kernel, language, lexical
 from .db import open_store
 from .errors import InputError
 from .store import DocumentRow, Filter, Store
@@ -33,6 +33,13 @@ RRF_K = 60.0
 # Settled by `brainbot eval` on NFCorpus (README, "Retrieval quality").
 DEFAULT_FUSION: Literal["rrf", "weighted"] = "rrf"
 DEFAULT_WEIGHTS = (1.0, 1.0)  # (bm25, vector)
+# A query written mostly in Chinese, Japanese or Korean: the English model's vectors are
+# weak there, so BM25 carries it. benchmarks/bench_cjk.py, hybrid hit@5 / MRR on
+# examples/questions-cjk.jsonl with (bm25, vector) weights 1:1 0.855 / 0.679, 1:0.5
+# 0.952 / 0.785, 1:0.25 0.968 / 0.855, 1:0 1.000 / 0.973 (= bm25 alone; vector alone:
+# 0.613 / 0.437). Any weight on the vector leg only hurt, so it is left out (and the
+# query is not embedded).
+CJK_WEIGHTS = (1.0, 0.0)
 
 
 @dataclass
@@ -52,16 +59,19 @@ class Hit:
     start_char: int = -1
     end_char: int = -1
     document: DocumentRow | None = field(default=None, repr=False)
+    stale: bool = False  # the file changed or vanished since it was indexed
 
     @property
     def location(self) -> str:
         return f"{self.path}:{self.start_line}-{self.end_line}"
 
     def to_dict(self, explain: bool = False) -> dict:
+        doc = self.document
         out = {"chunk_id": self.chunk_id, "path": self.path,
                "heading_path": self.heading_path, "start_line": self.start_line,
                "end_line": self.end_line, "score": round(float(self.score), 6),
-               "text": self.text}
+               "text": self.text, "stale": self.stale,
+               "date": doc.date if doc else None, "date_source": doc.date_source if doc else None}
         if explain:
             out["explain"] = self.explain
         return out
@@ -116,18 +126,20 @@ class Searcher:
     # -- the query ----------------------------------------------------------------------
     def search(self, query: str, k: int = 10, *, mode: str = "hybrid", rerank: bool = False,
                path_glob: str | None = None, tags: list[str] | None = None,
-               min_score: float | None = None,
+               since: str | None = None, before: str | None = None,
+               linked_to: str | None = None, min_score: float | None = None,
                fusion: Literal["rrf", "weighted"] = DEFAULT_FUSION,
-               weights: tuple[float, float] = DEFAULT_WEIGHTS, pool: int = POOL,
+               weights: tuple[float, float] | None = None, pool: int = POOL,
                qvec=None) -> list[Hit]:
         if mode not in MODES:
             raise InputError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
         if k <= 0:
-            raise InputError("-k must be at least 1")
+            raise InputError(f"k must be at least 1, not {k}")
         if not query.strip():
             raise InputError("the query is empty")
         self.store.refresh()  # another process may have indexed since the last query
-        flt = Filter(path_glob, tuple(tags or ()))
+        weights = weights or (CJK_WEIGHTS if language.mostly_cjk(query) else DEFAULT_WEIGHTS)
+        flt = Filter(path_glob, tuple(tags or ()), since, before, linked_to)
         n = max(pool, k)
         if mode == "bm25":
             ids, scores = self.bm25(query, n, flt)
@@ -138,7 +150,10 @@ class Searcher:
                        for i, s in enumerate(scores)]
         else:
             ids_a, sc_a = self.bm25(query, n, flt)
-            ids_b, sc_b = self.vector(query, n, flt, qvec)
+            if weights[1] > 0:
+                ids_b, sc_b = self.vector(query, n, flt, qvec)
+            else:  # the leg would count for nothing: skip the embedding too
+                ids_b, sc_b = np.full(n, -1, np.int64), np.full(n, -np.inf, np.float32)
             fused = self.kernel.fuse(ids_a, sc_a, ids_b, sc_b, n, method=fusion, rrf_k=RRF_K,
                                      weight_a=weights[0], weight_b=weights[1])
             ids, scores = fused.ids, fused.scores
@@ -150,6 +165,7 @@ class Searcher:
             hits = do_rerank(self, query, hits)[:k]
         if min_score is not None:
             hits = [h for h in hits if h.score >= min_score]
+        freshness.mark(hits)
         return hits
 
     def _hits(self, ids: np.ndarray, scores: np.ndarray, explain: list[dict], k: int) -> list[Hit]:

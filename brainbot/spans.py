@@ -27,15 +27,16 @@ def document(store: Store, path: str) -> DocumentRow:
     return doc
 
 
-def read_document_text(root: str, path: str) -> str | None:
-    """The note's current text on disk (universal newlines), or None if unreadable."""
+def read_document(root: str, path: str) -> tuple[str, str] | None:
+    """The note's current text on disk (universal newlines) and the sha256 of its bytes,
+    or None if it cannot be read."""
     from .notes import decode
 
     try:
         data = (Path(root) / path).read_bytes()
     except OSError:
         return None
-    return decode(data)[0]
+    return decode(data)[0], hashlib.sha256(data).hexdigest()
 
 
 def stored_lines(doc: DocumentRow) -> list[str]:
@@ -79,3 +80,27 @@ def get_lines(store: Store, ref: str, count: int | None = None) -> list[tuple[in
         raise InputError(f"{path} has {len(lines)} lines; line {start} is out of range")
     end = len(lines) if count is None else min(len(lines), start + count - 1)
     return [(n, lines[n - 1]) for n in range(start, end + 1)]
+
+
+def _link_dict(link, side: str) -> dict:
+    return {side: link.source if side == "source" else link.target_path, "line": link.line,
+            "kind": link.kind, "target": link.target, "heading": link.heading,
+            "alias": link.alias, "line_text": link.line_text}
+
+
+def note_links(store: Store, note: str) -> dict:
+    """A note's outgoing links, backlinks (with the linking line) and unresolved links;
+    ``note`` is a path relative to the root or a name resolved like a wikilink."""
+    doc = store.find_note(note)
+    outgoing = store.links_from(doc.id)
+    return {"note": doc.path,
+            "outgoing": [_link_dict(x, "target") for x in outgoing if x.target_path],
+            "backlinks": [_link_dict(x, "source") for x in store.links_to(doc.id)],
+            "unresolved": [_link_dict(x, "target") for x in outgoing if not x.target_path]}
+
+
+def backlinks_of(store: Store, ref: str) -> list[dict]:
+    """The links into the note that ``ref`` (PATH[:LINE[:COUNT]] or a chunk id) reads."""
+    row = store.chunk_by_public_id(ref) if CHUNK_ID.match(ref) else None
+    doc = row.document if row is not None else store.document(parse_ref(ref)[0])
+    return [] if doc is None else [_link_dict(x, "source") for x in store.links_to(doc.id)]

@@ -116,10 +116,42 @@ _M003_GENERATION = """
         INSERT OR IGNORE INTO meta(key, value) VALUES ('generation', '0');
 """
 
+# Issue 15: a vault's links (each from the chunk it sits in, to the document it resolves
+# to, if any), its tags (front matter and inline, once per note), a date for each note
+# (and where it came from), and whether each chunk reads as English. The next writer
+# re-parses unchanged notes to fill them, without re-embedding (meta vault_refresh).
+_M004_VAULT = """
+        CREATE TABLE links (
+            id INTEGER PRIMARY KEY,
+            source_chunk INTEGER NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
+            source_document INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+            line INTEGER NOT NULL,           -- 1-based line of the link in its note
+            kind TEXT NOT NULL,              -- wikilink | embed | markdown
+            target TEXT NOT NULL,            -- as written: 'Note', 'dir/Note.md', '../x.md'
+            target_heading TEXT,             -- after '#', NULL when none
+            alias TEXT,                      -- the text shown instead, NULL when none
+            target_document INTEGER REFERENCES documents(id) ON DELETE SET NULL,
+            resolved INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX links_source ON links(source_document);
+        CREATE INDEX links_target ON links(target_document);
+        CREATE TABLE tags (
+            document INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+            tag TEXT NOT NULL,               -- lowercase, no '#': 'project/alpha'
+            source TEXT NOT NULL,            -- front_matter | inline | both
+            PRIMARY KEY (document, tag)
+        ) WITHOUT ROWID;
+        CREATE INDEX tags_tag ON tags(tag);
+        ALTER TABLE documents ADD COLUMN date TEXT;         -- YYYY-MM-DD, local time
+        ALTER TABLE documents ADD COLUMN date_source TEXT;  -- front_matter | filename | mtime
+        ALTER TABLE chunks ADD COLUMN english INTEGER;      -- 1 | 0; NULL until filled
+        INSERT OR REPLACE INTO meta(key, value) VALUES ('vault_refresh', '1');
+"""
+
 # Numbered migrations: MIGRATIONS[i] is the SQL that brings a file from version i to
 # i + 1. Each runs in one transaction together with its user_version bump. Numbers are
 # given in the order migrations land, and the Postgres store mirrors them.
-MIGRATIONS = [_M001_INITIAL, _M002_WARNINGS_AND_KIND, _M003_GENERATION]
+MIGRATIONS = [_M001_INITIAL, _M002_WARNINGS_AND_KIND, _M003_GENERATION, _M004_VAULT]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -29,16 +29,18 @@ from . import identity as identity_mod
 from . import sqlite_file as sf
 from .errors import StoreBusyError, StoreError
 from .kernel_index import KernelIndex
+from .sqlite_vault import VaultTables, chunk_ids_of
 from .store import ChunkRow, DocState, DocumentRow, Filter, NewDocument, new_chunk, new_document
 
-_DOC_COLUMNS = "d.id, d.root, d.path, d.sha256, d.size, d.mtime_ns, d.title, d.kind, d.warnings"
+_DOC_COLUMNS = ("d.id, d.root, d.path, d.sha256, d.size, d.mtime_ns, d.title, d.kind, "
+                "d.warnings, d.date, d.date_source")
 _CHUNK_COLUMNS = ("c.id, c.chunk_id, c.heading_path, c.start_line, c.end_line, c.start_char, "
                   "c.end_char, c.source_text, " + _DOC_COLUMNS)
 
 
 def _document(r) -> DocumentRow:
     return DocumentRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6] or "", r[7],
-                       tuple(json.loads(r[8] or "[]")))
+                       tuple(json.loads(r[8] or "[]")), r[9], r[10])
 
 
 def _chunk(r) -> ChunkRow:
@@ -97,7 +99,7 @@ def _remove_files(path: Path) -> None:
             pass
 
 
-class SQLiteStore:
+class SQLiteStore(VaultTables):
     """An open SQLite index (see the module docstring)."""
 
     def __init__(self, path: Path, db, *, lock: WriterLock | None = None) -> None:
@@ -202,6 +204,16 @@ class SQLiteStore:
             self.db.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", rows)
         self._meta = None
 
+    @_translated
+    def set_meta(self, key: str, value: str | None) -> None:
+        """Set (or with None remove) one meta entry; inside a batch."""
+        if value is None:
+            self.db.execute("DELETE FROM meta WHERE key = ?", (key,))
+        else:
+            self.db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                            (key, value))
+        self._meta = None
+
     # -- writing ---------------------------------------------------------------------------
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -270,19 +282,19 @@ class SQLiteStore:
              doc.front_matter_json(), now_iso(), json.dumps(doc.warnings, ensure_ascii=False),
              doc.kind)).lastrowid
         df_delta: Counter = Counter()
-        postings = []
+        postings, rows = [], {}
         for new in doc.chunks:
             c = new.chunk
-            row = self.db.execute(
+            row = rows[c.chunk_index] = self.db.execute(
                 "INSERT INTO chunks(id, chunk_id, document_id, chunk_index, heading_path, "
                 "source_text, retrieval_text, start_line, end_line, start_char, end_char, "
-                "source_tokens, retrieval_tokens, text_sha256, lexical_length, generation) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "source_tokens, retrieval_tokens, text_sha256, lexical_length, generation, "
+                "english) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (new.id, c.chunk_id, doc_id, c.chunk_index,
                  json.dumps(list(c.heading_path), ensure_ascii=False), c.source_text,
                  c.retrieval_text, c.start_line, c.end_line, c.start_char, c.end_char,
                  c.source_tokens, c.retrieval_tokens, new.text_sha256, new.length,
-                 self._writing_generation or 0)).lastrowid
+                 self._writing_generation or 0, int(new.english))).lastrowid
             self.db.execute("INSERT INTO embeddings(chunk, vector) VALUES (?, ?)",
                             (row, np.ascontiguousarray(new.vector, dtype="<f4").tobytes()))
             for term, count in new.terms.items():
@@ -291,6 +303,7 @@ class SQLiteStore:
         self.db.executemany("INSERT INTO postings(term, chunk, tf) VALUES (?,?,?)", postings)
         self.db.executemany("UPDATE terms SET df = df + ? WHERE id = ?",
                             [(n, self._terms[t]) for t, n in df_delta.items()])
+        self.write_facts(doc_id, doc.facts, rows)
         return doc_id
 
     def bulk_load(self):
@@ -339,16 +352,17 @@ class SQLiteStore:
         return self.index.mask(flt, lambda: self._filtered_chunk_ids(flt))
 
     def _filtered_chunk_ids(self, flt: Filter) -> list[int]:
-        docs = [doc_id for doc_id, path, front in
-                self.db.execute("SELECT id, path, front_matter FROM documents")
-                if flt.matches(path, front)]
-        ids: list[int] = []
-        for i in range(0, len(docs), 500):
-            part = docs[i:i + 500]
-            marks = ",".join("?" * len(part))
-            ids += [r[0] for r in self.db.execute(
-                f"SELECT id FROM chunks WHERE document_id IN ({marks})", part)]
-        return ids
+        return chunk_ids_of(self.db, self.filtered_documents(flt))
+
+    # -- the vault (sqlite_vault.VaultTables), with SQLite errors translated -----------------
+    resolve_links = _translated(VaultTables.resolve_links)
+    links_from = _translated(VaultTables.links_from)
+    links_to = _translated(VaultTables.links_to)
+    unresolved_links = _translated(VaultTables.unresolved_links)
+    tag_counts = _translated(VaultTables.tag_counts)
+    language_share = _translated(VaultTables.language_share)
+    record_facts = _translated(VaultTables.record_facts)
+    find_note = _translated(VaultTables.find_note)
 
     # -- reading back ------------------------------------------------------------------------
     @_translated

@@ -48,6 +48,8 @@ class DocumentRow:
     title: str
     kind: str  # "note": a file under root; "record": a dataset record, no file
     warnings: tuple[str, ...] = ()
+    date: str | None = None  # YYYY-MM-DD
+    date_source: str | None = None  # front_matter | filename | mtime
 
     @property
     def on_disk(self) -> bool:
@@ -85,6 +87,7 @@ class NewDocument:
     kind: str = "note"
     warnings: list[str] = field(default_factory=list)
     chunks: list[NewChunk] = field(default_factory=list)
+    facts: object = None  # vault.NoteFacts: links, tags, date (None for dataset records)
     id: int | None = None  # None: the store assigns one; set by a copy to keep ids
 
     def front_matter_json(self) -> str:
@@ -100,7 +103,22 @@ class NewChunk:
     vector: np.ndarray  # float32 (dim,), L2-normalised
     terms: Counter
     length: int  # analyzed terms: BM25's document length
+    english: bool = True  # language.looks_english of its retrieval text
     id: int | None = None  # None: the store assigns one; set by a copy to keep ids
+
+
+@dataclass(frozen=True)
+class LinkRow:
+    """A link between two notes, as written and as resolved, with its line."""
+
+    source: str  # path of the linking note
+    line: int
+    kind: str  # wikilink | embed | markdown
+    target: str  # as written
+    heading: str | None
+    alias: str | None
+    target_path: str | None  # the note it resolves to; None when unresolved
+    line_text: str = ""  # the linking line, as indexed
 
 
 @dataclass(frozen=True)
@@ -108,10 +126,13 @@ class Filter:
     """Which documents a query may return. Empty: all of them."""
 
     path_glob: str | None = None
-    tags: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()  # each must match; "a/b" also matches "a/b/c"
+    since: str | None = None  # YYYY-MM-DD, inclusive (a note's date)
+    before: str | None = None  # YYYY-MM-DD, exclusive
+    linked_to: str | None = None  # a note (path or name): notes linking to it or linked from it
 
     def __bool__(self) -> bool:
-        return bool(self.path_glob or self.tags)
+        return bool(self.path_glob or self.tags or self.since or self.before or self.linked_to)
 
     def matches(self, path: str, front_json: str) -> bool:
         """Whether a document (its path, its front matter as JSON) passes: the path glob
@@ -167,6 +188,7 @@ class Store(Protocol):
     # -- writing (only on a store opened with write=True: it holds the writer lock) ----
     def batch(self) -> AbstractContextManager: ...
     def record_identity(self, identity: IndexIdentity) -> None: ...
+    def set_meta(self, key: str, value: str | None) -> None: ...
     def known_documents(self, root: str) -> dict[str, DocState]: ...
     def vectors_for(self, text_hashes: Sequence[str]) -> dict[str, np.ndarray]: ...
     def touch_documents(self, updates: Sequence[tuple[int, int, int]]) -> None: ...
@@ -187,6 +209,16 @@ class Store(Protocol):
     def heading_at(self, document_id: int, line: int) -> list[str]: ...
     def chunk_records(self) -> Iterator[dict]: ...
     def export_documents(self) -> Iterator[NewDocument]: ...  # ids, vectors, terms kept
+
+    # -- the vault: links, tags, language ------------------------------------------------
+    def resolve_links(self) -> int: ...
+    def find_note(self, note: str) -> DocumentRow: ...
+    def links_from(self, document_id: int) -> list[LinkRow]: ...
+    def links_to(self, document_id: int) -> list[LinkRow]: ...
+    def unresolved_links(self) -> list[LinkRow]: ...
+    def tag_counts(self) -> dict[str, int]: ...
+    def language_share(self) -> tuple[int, int]: ...
+    def record_facts(self, document_id: int, facts, english: Sequence[bool]) -> None: ...
     def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]: ...
     def chunk_count(self) -> int: ...
     def counts(self) -> dict[str, int]: ...

@@ -58,7 +58,8 @@ class Session:
     @staticmethod
     def passages_for(hits) -> list[Passage]:
         return [Passage(h.path, h.root, h.start_line, h.end_line, list(h.heading_path),
-                        h.text, h.start_char, h.end_char) for h in hits]
+                        h.text, h.start_char, h.end_char,
+                        h.document.sha256 if h.document else "") for h in hits]
 
     def send(self, srcs: list[Passage]) -> list[dict]:
         """Blocks for ``srcs``, registered in the order the API will count them."""
@@ -122,7 +123,7 @@ class Session:
             return [{"type": "text", "text": f"{doc.path}:{start}-{end} is blank"}]
         heading = self.searcher.store.heading_at(doc.id, start)
         return self.send([Passage(doc.path, doc.root, start, end, heading, text, start_char,
-                                  start_char + len(text))])
+                                  start_char + len(text), doc.sha256)])
 
 
 class _ToolError(Exception):

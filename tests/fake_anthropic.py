@@ -96,6 +96,17 @@ def cite(body: dict, index: int, start: int = 0, end: int = 1) -> dict:
             "cited_text": "".join(b["text"] for b in result["content"][start:end])}
 
 
+def cite_text(body: dict, index: int, needle: str) -> dict:
+    """A citation of the blocks of result ``index`` that hold ``needle``: the narrowest
+    range whose concatenated text contains it, as a model citing one fact would."""
+    blocks = [b["text"] for b in search_results(body)[index]["content"]]
+    for width in range(1, len(blocks) + 1):
+        for start in range(len(blocks) - width + 1):
+            if needle.lower() in "".join(blocks[start:start + width]).lower():
+                return cite(body, index, start, start + width)
+    raise AssertionError(f"{needle!r} is in no block of result {index}")
+
+
 def tool_results(body: dict) -> list[dict]:
     """The tool_result blocks of the request's last user turn."""
     last = body["messages"][-1]

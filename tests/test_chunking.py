@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from brainbot.chunking import Chunk, ChunkParams, chunk_note, chunk_text
 from brainbot.errors import InputError
+from brainbot.inline import InlineMarkup
 from brainbot.markdown import parse
 from brainbot.tokens import TokenCounter
 
@@ -33,6 +34,8 @@ def check(text: str, chunks: list[Chunk], fresh: TokenCounter, params=None) -> N
     """Every invariant of the chunk contract, recounted independently."""
     params = params or ChunkParams()
     note = parse(text)
+    markup = InlineMarkup.of_note(note)
+    shows_text = bool(markup.visible(note.body_start_char).strip())
     covered = bytearray(len(text))
     for i, c in enumerate(chunks):
         assert c.chunk_index == i
@@ -42,9 +45,17 @@ def check(text: str, chunks: list[Chunk], fresh: TokenCounter, params=None) -> N
         assert c.start_line == bisect_right(note.line_starts, c.start_char)
         assert c.end_line == bisect_right(note.line_starts, c.end_char - 1)
         prefix = " > ".join(c.heading_path)
-        if c.retrieval_text != c.source_text:
+        # retrieval_text is the heading prefix and what a reader sees of the source.
+        seen = markup.visible(c.start_char, c.end_char)
+        seen = seen.strip() if markup.edited(c.start_char, c.end_char) else seen
+        if shows_text and not seen.strip():  # only when no neighbour could take it whole
+            for j in (i - 1, i + 1):
+                if 0 <= j < len(chunks):
+                    span = max(c.end_char, chunks[j].end_char) - min(c.start_char, chunks[j].start_char)
+                    assert span > params.max_chars, f"chunk {i} shows nothing: {c.source_text!r}"
+        if c.retrieval_text != seen:
             head, _, body = c.retrieval_text.partition("\n\n")
-            assert body == c.source_text and prefix.endswith(head) and head
+            assert body == seen and prefix.endswith(head) and head
         covered[c.start_char : c.end_char] = b"\x01" * (c.end_char - c.start_char)
         if i:
             assert c.start_char >= chunks[i - 1].start_char
@@ -263,6 +274,97 @@ def test_front_matter_is_not_chunked(counter, fresh):
     check(text, chunks, fresh)
 
 
+# --- invisible markup: retrieved by what a reader sees ------------------------------------
+
+DOCS = Path(__file__).parent / "data" / "docs" / "prompt-caching.md"
+SOURCE_URL = "https://docs.example.com/en/docs/build-with-claude/prompt-caching"
+
+
+def test_documentation_note_is_retrieved_by_its_visible_text(counter, fresh):
+    """The reported bug: a note opening with a source comment and an anchor comment under
+    every heading gave a comment-only chunk 0 that ranked first for the URL's words."""
+    from brainbot.lexical import analyze
+
+    text = DOCS.read_text(encoding="utf-8")
+    chunks = chunk_text(text, "docs/prompt-caching.md", counter)
+    check(text, chunks, fresh)
+    assert chunks[0].start_char == 0 and chunks[0].heading_path == ("Prompt caching",)
+    assert chunks[0].retrieval_text.startswith("Prompt caching\n\n# Prompt caching\n\nPrompt")
+    url_words = set(analyze("example com build claude en anchor mirrored sync"))
+    for c in chunks:
+        assert "<!--" not in c.retrieval_text and SOURCE_URL not in c.retrieval_text
+        assert "-->" not in c.retrieval_text and "](" not in c.retrieval_text
+        assert c.retrieval_text.partition("\n\n")[2].strip().count("\n") >= 1  # not a heading
+        assert not url_words & set(analyze(c.retrieval_text)), c.retrieval_text
+    assert "<!-- source:" in chunks[0].source_text  # the spans still hold the markup
+    linked = next(c for c in chunks if "pricing page" in c.retrieval_text)
+    assert "See the pricing page for the rates, and Batch processing" in linked.retrieval_text
+    assert "counting limits and Context windows." in chunks[-1].retrieval_text
+
+
+def test_anchor_comment_under_a_heading_travels_with_its_text(counter, fresh):
+    prose = " ".join(f"Sentence number {i} says something useful about setup." for i in range(40))
+    text = ("<!-- source: https://x.io/very/long/path/to/the/page/on/the/site/that/goes/on -->\n"
+            "<!-- fetched 2025-01-15 by the mirror job; edit the page, not this copy -->\n\n"
+            f"# Guide\n<!-- anchor: guide -->\n\n## Setup\n<!-- anchor: setup -->\n\n{prose}\n\n"
+            f"## Use\n<!-- anchor: use -->\n\n{prose}\n\n<!-- end of page -->\n")
+    for params in (ChunkParams(), SMALL, ChunkParams(min_tokens=0, overlap_sentences=0)):
+        chunks = chunk_text(text, "g.md", counter, params)
+        check(text, chunks, fresh, params)
+        for c in chunks:
+            body = c.retrieval_text.partition("\n\n")[2]
+            assert body and not all(line.startswith("#") for line in body.splitlines() if line)
+        assert chunks[0].start_char == 0 and chunks[-1].source_text.endswith("<!-- end of page -->")
+        assert chunks[0].heading_path == ("Guide", "Setup")
+        assert chunks[0].retrieval_text.startswith("Guide > Setup\n\n# Guide\n\n## Setup\n\nSentence")
+
+
+def test_a_note_of_comments_only_keeps_its_coverage(counter, fresh):
+    text = "<!-- one -->\n\n<!-- two\nlines -->\n"
+    chunks = chunk_text(text, "c.md", counter)
+    assert len(chunks) == 1 and chunks[0].source_text == text.strip()
+    assert chunks[0].retrieval_text == "c"  # the fallback heading: there is nothing else
+    check(text, chunks, fresh)
+
+
+def test_headings_are_what_a_reader_sees(counter, fresh):
+    text = "# Setup <!-- anchor: setup -->\n\nText.\n\n## See [[Guide#Install|the guide]] `x`\n\nMore.\n"
+    chunks = chunk_text(text, "h.md", counter, ChunkParams(min_tokens=0))
+    assert [c.heading_path for c in chunks] == [("Setup",), ("Setup", "See the guide `x`")]
+    check(text, chunks, fresh, ChunkParams(min_tokens=0))
+
+
+def test_link_heavy_text_embeds_only_the_link_text(counter, fresh):
+    links = " ".join(f"[item {i}](https://example.org/a/long/path/{i}/page.html#section-{i})."
+                     for i in range(120))
+    text = f"# Links\n\n{links}\n"
+    chunks = chunk_text(text, "l.md", counter)
+    check(text, chunks, fresh)
+    assert all(c.source_tokens > c.retrieval_tokens for c in chunks)
+    assert all("https://" not in c.retrieval_text for c in chunks)
+
+
+def test_an_index_of_the_previous_chunker_is_refused(tmp_path, monkeypatch):
+    """CHUNKER_VERSION 3 changed retrieval_text: a v2 index must be rebuilt, and is told so."""
+    from brainbot import chunking
+    from brainbot.errors import IncompatibleIndexError
+    from brainbot.indexer import Indexer
+
+    assert ChunkParams().fingerprint().startswith("chunker3-")
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    db = tmp_path / "old.db"
+    monkeypatch.setattr(chunking, "CHUNKER_VERSION", "2")
+    with Indexer(db) as ix:
+        ix.index_paths([notes])
+    monkeypatch.setattr(chunking, "CHUNKER_VERSION", "3")
+    with pytest.raises(IncompatibleIndexError, match="--rebuild"):
+        with Indexer(db) as ix:
+            ix.index_paths([notes])
+    with Indexer(db, rebuild=True) as ix:
+        ix.index_paths([notes])
+
+
 def test_cjk_text(counter, fresh):
     text = "# 标题\n\n" + "这是一个很长的句子，用来测试分块。" * 200 + "\n"
     chunks = chunk_text(text, "zh.md", counter)
@@ -356,6 +458,17 @@ def test_single_megabyte_line(counter, fresh):
         check(text, chunks, fresh)
 
 
+@pytest.mark.parametrize("text", [
+    "<!-- anchor -->\n" * 50_000 + "\nThe only visible sentence.\n",
+    "Text before.\n\n<!-- never closed\n" + "hidden line\n" * 50_000,
+    "[[" * 300_000 + "\n\nText after.\n",
+    "# Links\n\n" + "[a](https://x.io/" + "b" * 60 + ") " * 20_000,
+    "[r]: https://x.io/r\n" * 20_000,
+])
+def test_notes_of_hostile_markup(counter, fresh, text):
+    check(text, chunk_text(text, "m.md", counter), fresh)
+
+
 @pytest.mark.slow
 def test_twenty_megabyte_note(counter):
     section = "## Part {}\n\n" + "A sentence about the topic, with detail. " * 30 + "\n\n"
@@ -375,7 +488,9 @@ def test_twenty_megabyte_note(counter):
 _word = st.one_of(
     st.from_regex(r"[a-zA-Z]{1,12}", fullmatch=True),
     st.sampled_from(["e.g.", "U.S.", "3.14", "config.json", "naïve", "漢字", "😀", "Dr.",
-                     "https://x.io/a.b", "`code`", "**bold**", "[[link]]", "#tag", "—"]),
+                     "https://x.io/a.b", "`code`", "**bold**", "[[link]]", "#tag", "—",
+                     "[text](https://x.io/a_(b) \"t\")", "<!-- note -->", "![](img.png)",
+                     "[[Note#Part|alias]]"]),
 )
 _sentence = st.lists(_word, min_size=1, max_size=30).map(" ".join).map(lambda s: s + ".")
 _paragraph = st.lists(_sentence, min_size=1, max_size=12).map(" ".join)
@@ -393,8 +508,10 @@ _list = st.lists(st.tuples(st.booleans(), _sentence), min_size=1, max_size=25).m
 )
 _quote = _paragraph.map(lambda p: "> " + p)
 _long_line = st.integers(300, 3000).map(lambda n: " ".join(f"w{i}" for i in range(n)))
+_comment = st.sampled_from(["<!-- anchor: a -->", "<!-- source: https://x.io/a/b-c -->\n<!-- more -->",
+                            "[ref]: https://x.io/ref", "<!--\n" + "hidden line\n" * 200 + "-->"])
 _block = st.one_of(_heading, _paragraph, _paragraph, _fence, _table, _list, _quote, _long_line,
-                   st.sampled_from(["---", "<div>\nhtml\n</div>", "    indented code"]))
+                   _comment, st.sampled_from(["---", "<div>\nhtml\n</div>", "    indented code"]))
 _front = st.sampled_from(["", "---\ntitle: T\n---\n", "---\nbad: [\n---\n"])
 _note = st.tuples(_front, st.lists(_block, max_size=14)).map(
     lambda t: t[0] + "\n\n".join(t[1])

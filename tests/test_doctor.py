@@ -16,7 +16,7 @@ from brainbot.cli import main
 from brainbot.indexer import Indexer
 
 CHECKS = ["model files", "onnx export", "search kernel", "sqlite-vec", "database integrity",
-          "fingerprint", "stale files", "note warnings", "vectors"]
+          "fingerprint", "stale files", "language", "note warnings", "vectors"]
 
 
 def doctor(capsys, db, *extra) -> tuple[int, dict[str, dict], str]:

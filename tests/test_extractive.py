@@ -87,11 +87,11 @@ def test_a_sentence_in_two_overlapping_chunks_is_one_unit():
         ("Third sentence here.", 1)]
 
 
-def test_unit_passage_has_the_units_own_lines_and_chars():
+def test_unit_span_has_the_units_own_lines_and_chars():
     text = "## N\n\nLine one.\nSecond line. Still second.\n\nFourth para."
     src = chunk(text, start_line=7, start_char=100)
     for u in extractive.units_of(src):
-        unit = extractive.unit_passage(src, u.start, u.end)
+        unit = src.span(u.start, u.end)
         assert unit.text == u.text
         assert unit.start_char - src.start_char == u.start
         lines = text.split("\n")
@@ -116,7 +116,7 @@ def test_units_always_point_at_nonblank_text_inside_the_chunk(lines):
         assert u.text == u.text.strip() and len(u.text) >= extractive.MIN_UNIT_CHARS
         assert u.start >= previous_end  # in order, never overlapping
         previous_end = u.end
-        unit = extractive.unit_passage(src, u.start, u.end)
+        unit = src.span(u.start, u.end)
         assert unit.start_line == text.count("\n", 0, u.start) + 1
         assert unit.end_line == text.count("\n", 0, u.end) + 1
 

@@ -17,8 +17,8 @@ def test_accents_fold_for_latin_script_only():
     assert lexical.analyze("が") == ["が"]  # kana keep their voicing mark
 
 
-def test_cjk_characters_are_single_terms():
-    assert lexical.analyze("醤油ダレ") == ["醤", "油", "ダ", "レ"]
+def test_cjk_runs_are_characters_and_bigrams():
+    assert lexical.analyze("醤油ダレ") == ["醤", "醤油", "油", "油ダ", "ダ", "ダレ", "レ"]
 
 
 def test_idf_is_lucene_bm25_and_never_negative():

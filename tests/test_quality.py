@@ -4,6 +4,7 @@ records built by hand to break one rule at a time."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -102,6 +103,33 @@ def test_heading_only_chunks_are_counted(counter):
     setext = "Alone\n=====\n\nText."
     assert assess(records(setext, [(0, 11), (13, 18)], counter), counter=counter).hard[
         "heading_only"] == 1
+
+
+DOCS = Path(__file__).parent / "data" / "docs" / "prompt-caching.md"
+
+
+def test_chunks_a_reader_sees_nothing_of_are_junk(counter):
+    """A comment-only chunk 0 (what chunker version 2 made of a documentation note) has
+    letters and enough tokens, yet a reader sees nothing of it: junk, not healthy."""
+    text = DOCS.read_text(encoding="utf-8")
+    heading = text.index("# Prompt caching")
+    comments = text.rindex("-->", 0, heading) + 3
+    spans = [(0, comments), (heading, text.index("\n\nCaching never")),
+             (text.index("Caching never"), len(text.rstrip()))]
+    report = assess(records(text, spans, counter, "docs.md"), counter=counter)
+    junk = report.signals["junk"]
+    assert junk["invisible_chunks"] == 1 and junk["junk_chunks"] >= 1
+    assert any("show a reader nothing" in s and "docs.md" in s for s in report.suggestions)
+    fixed = assess(chunk_text(text, "docs.md", counter), texts={"docs.md": text}, counter=counter)
+    assert fixed.signals["junk"]["invisible_chunks"] == fixed.signals["junk"]["junk_chunks"] == 0
+    assert fixed.hard["heading_only"] == 0
+
+
+def test_a_heading_with_only_its_anchor_is_heading_only(counter):
+    text = "## Setup\n<!-- anchor: setup -->\n\nThe setup text, a whole sentence long."
+    cut = text.index("\n\nThe")
+    report = assess(records(text, [(0, cut), (cut + 2, len(text))], counter), counter=counter)
+    assert report.hard["heading_only"] == 1
 
 
 def test_a_small_fence_split_is_a_cut_fence(counter):

@@ -1,0 +1,98 @@
+"""Stale flags on hits and citations, and the refusal that says the index is out of date."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from brainbot.cli import main
+from brainbot.freshness import Freshness, out_of_date_note
+from brainbot.indexer import Indexer
+from brainbot.search import Searcher
+
+
+@pytest.fixture
+def indexed(tmp_path, vault, shared_embedder):
+    db = tmp_path / "f.db"
+    with Indexer(db, embedder=shared_embedder) as ix:
+        ix.index_paths([vault])
+    return db
+
+
+def query_json(capsys, db, text, *extra):
+    assert main(["query", text, "--db", str(db), "--json", *extra]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_hits_say_whether_their_file_changed(capsys, indexed, vault):
+    hits = query_json(capsys, indexed, "alpha project migration risk")
+    assert hits and all(h["stale"] is False for h in hits)
+    alpha = vault / "alpha.md"
+    alpha.write_text(alpha.read_text() + "\nA new line at the end.\n")
+    hits = query_json(capsys, indexed, "alpha project migration risk")
+    assert {h["path"]: h["stale"] for h in hits}["alpha.md"] is True
+    beta = query_json(capsys, indexed, "tomatoes full sun")[0]
+    assert beta["path"] == "sub/beta.md" and beta["stale"] is False
+
+
+def test_touched_file_with_same_bytes_is_not_stale(indexed, vault, monkeypatch):
+    gamma = vault / "gamma.md"
+    st = gamma.stat()
+    os.utime(gamma, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+    searcher = Searcher(indexed)
+    hashed = []
+    real = __import__("brainbot.freshness", fromlist=["_sha256"])._sha256
+    monkeypatch.setattr("brainbot.freshness._sha256", lambda p: hashed.append(p) or real(p))
+    hit = searcher.search("Dr. Smith results Friday", 1, mode="bm25")[0]
+    assert hit.path == "gamma.md" and hit.stale is False
+    assert hashed == [str(gamma)]  # the stat differed, so it was hashed, once
+    hashed.clear()
+    hit = searcher.search("alpha ships March", 1, mode="bm25")[0]
+    assert hit.stale is False and hashed == []  # stat matches: never read
+
+
+def test_a_deleted_file_is_stale_and_checked_once_per_search(indexed, vault):
+    (vault / "sub" / "beta.md").unlink()
+    hits = Searcher(indexed).search("tomatoes sun watering", 5, mode="bm25")
+    assert [h.stale for h in hits if h.path == "sub/beta.md"] == [True]
+    check = Freshness()
+    doc = hits[0].document
+    assert check.stale(doc) is check.stale(doc) is True
+
+
+def test_citation_in_a_changed_file_is_kept_and_flagged(capsys, indexed, vault):
+    beta = vault / "sub" / "beta.md"
+    beta.write_text(beta.read_text() + "\n## Later\n\nAdded after indexing.\n")
+    assert main(["ask", "How often do tomatoes need watering?", "--db", str(indexed),
+                 "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    cites = [c for c in answer["citations"] if c["path"] == "sub/beta.md"]
+    assert cites and all(c["stale"] for c in cites)
+    assert main(["ask", "How often do tomatoes need watering?", "--db", str(indexed)]) == 0
+    assert "changed since it was indexed" in capsys.readouterr().out
+
+
+def test_citation_whose_span_changed_is_dropped(capsys, indexed, vault):
+    beta = vault / "sub" / "beta.md"
+    beta.write_text(beta.read_text().replace("twice a week", "every other day"))
+    assert main(["ask", "How often do tomatoes need watering?", "--db", str(indexed),
+                 "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert not [c for c in answer["citations"] if c["path"] == "sub/beta.md"]
+
+
+def test_refusal_says_when_the_index_is_out_of_date(capsys, indexed, vault):
+    question = "What is the capital of Australia?"
+    assert main(["ask", question, "--db", str(indexed), "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["refused"] and answer["index_note"] is None
+    (vault / "new note.md").write_text("# Canberra\n\nNot indexed yet.\n")
+    (vault / "gamma.md").write_text("Changed.\n")
+    assert main(["ask", question, "--db", str(indexed)]) == 0
+    out = capsys.readouterr().out
+    assert "2 notes changed since the last index (1 changed, 1 new)" in out
+    assert f"brainbot index {vault}" in out
+    with Searcher(indexed).store as store:
+        assert out_of_date_note(store).startswith("2 notes changed")

@@ -1,0 +1,190 @@
+"""Vault-native: links and backlinks, tags, dates, filters, the migration that fills them,
+and the language share. examples/vault/expected.json was written by the vault's author,
+blind to the code: what the tags, unresolved links and dates should be."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+
+import pytest
+from conftest import REPO, CountingEmbedder, copy_tree
+
+from brainbot import sqlite_file
+from brainbot.cli import main
+from brainbot.db import open_store
+from brainbot.errors import InputError, OlderSchemaError
+from brainbot.indexer import Indexer
+from brainbot.vault import Resolver, parse_when
+
+VAULT = REPO / "examples" / "vault"
+EXPECTED = json.loads((VAULT / "expected.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def vault_db(tmp_path_factory, shared_embedder):
+    db = tmp_path_factory.mktemp("vault") / "v.db"
+    with Indexer(db, embedder=shared_embedder) as ix:
+        stats = ix.index_paths([VAULT])
+    return db, stats
+
+
+def run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_tags_links_and_dates_match_what_the_author_intended(vault_db):
+    db, _ = vault_db
+    with open_store(db) as store:
+        assert store.tag_counts() == EXPECTED["tags"]
+        unresolved = sorted((x.source, x.target) for x in store.unresolved_links())
+        dates = {d.path: [d.date, d.date_source] for d in store.documents()}
+    assert unresolved == sorted(map(tuple, EXPECTED["unresolved_links"]))
+    for path, expected in EXPECTED["dates"].items():
+        assert dates[path] == expected, path
+    undated = [p for p, (_, source) in dates.items() if p not in EXPECTED["dates"]]
+    assert undated and all(dates[p][1] == "mtime" for p in undated)
+    assert "health/Physio exercises.md" in EXPECTED["broken_front_matter"]
+
+
+def test_resolution_follows_obsidian():
+    r = Resolver(["home/Index.md", "work/Index.md", "home/Garden Plan.md", "a/b/Deep.md",
+                  "Deep.md", "notes/other note.md"])
+    assert r.resolve("home/Bathroom leak.md", "wikilink", "Index") == "home/Index.md"
+    assert r.resolve("x.md", "wikilink", "work/Index") == "work/Index.md"
+    assert r.resolve("x.md", "wikilink", "garden plan") == "home/Garden Plan.md"
+    assert r.resolve("x.md", "wikilink", "Garden Plan.md") == "home/Garden Plan.md"
+    assert r.resolve("x.md", "embed", "Deep") == "Deep.md"  # the shortest path
+    assert r.resolve("a/b/y.md", "wikilink", "Deep") == "a/b/Deep.md"  # the same folder
+    assert r.resolve("notes/z.md", "markdown", "other note.md") == "notes/other note.md"
+    assert r.resolve("a/b/y.md", "markdown", "../../notes/other note.md") == \
+        "notes/other note.md"
+    assert r.resolve("x.md", "wikilink", "Nowhere") is None
+    assert r.resolve("x.md", "wikilink", "") == "x.md"
+
+
+def test_links_command_and_backlinks_in_get(vault_db, capsys):
+    db, _ = vault_db
+    code, out, _ = run(capsys, "links", "garden plan", "--db", db, "--json")
+    report = json.loads(out)
+    assert code == 0 and report["note"] == "home/Garden Plan.md"
+    assert {b["source"] for b in report["backlinks"]} >= {"home/Index.md"}
+    assert all("garden plan" in b["line_text"].lower() for b in report["backlinks"])
+    code, out, _ = run(capsys, "links", "work/projects/Heron.md", "--db", db, "--json")
+    heron = json.loads(out)
+    assert [u["target"] for u in heron["unresolved"]] == ["Project Osprey"]
+    assert heron["outgoing"] and heron["backlinks"]
+    code, out, _ = run(capsys, "get", "home/Garden Plan.md:1:3", "--db", db)
+    assert code == 0 and "Backlinks:" in out and "home/Index.md:" in out
+    code, _, err = run(capsys, "links", "No Such Note", "--db", db)
+    assert code == 1 and "no note named 'No Such Note'" in err
+
+
+def test_tags_command_and_nested_tag_filter(vault_db, capsys):
+    db, _ = vault_db
+    code, out, _ = run(capsys, "tags", "--db", db, "--json")
+    tags = {t["tag"]: t["notes"] for t in json.loads(out)}
+    assert code == 0 and tags == EXPECTED["tags"]
+    nested = [t for t in tags if "/" in t]
+    parent = nested[0].split("/")[0]
+    code, out, _ = run(capsys, "query", "notes", "--db", db, "--tag", parent, "-k", "50",
+                       "--json", "--mode", "bm25")
+    hits = json.loads(out)
+    with open_store(db) as store:
+        tagged = {d.path for d in store.documents()
+                  if any(t == parent or t.startswith(parent + "/")
+                         for t in _tags_of(store, d.id))}
+    assert hits and {h["path"] for h in hits} <= tagged
+
+
+def _tags_of(store, doc_id):
+    return [r[0] for r in store.db.execute("SELECT tag FROM tags WHERE document = ?", (doc_id,))]
+
+
+def test_date_filters_and_relative_dates(vault_db, capsys):
+    db, _ = vault_db
+    code, out, _ = run(capsys, "query", "heron", "--db", db, "--since", "2026-02-01",
+                       "--before", "2026-03-01", "-k", "20", "--json")
+    hits = json.loads(out)
+    assert code == 0 and hits
+    assert all("2026-02-01" <= h["date"] < "2026-03-01" for h in hits)
+    assert {h["date_source"] for h in hits} <= {"front_matter", "filename", "mtime"}
+    today = dt.date(2026, 3, 31)
+    assert parse_when("7d", today) == "2026-03-24"
+    assert parse_when("3w", today) == "2026-03-10"
+    assert parse_when("1m", today) == "2026-02-28"
+    assert parse_when("1y", dt.date(2024, 2, 29)) == "2023-02-28"
+    assert parse_when("2026-01-05") == "2026-01-05"
+    for bad in ("yesterday", "2026-13-01", "5x", ""):
+        with pytest.raises(InputError, match="YYYY-MM-DD"):
+            parse_when(bad)
+
+
+def test_linked_to_filter(vault_db, capsys):
+    db, _ = vault_db
+    code, out, _ = run(capsys, "links", "work/projects/Heron.md", "--db", db, "--json")
+    report = json.loads(out)
+    near = {x["target"] for x in report["outgoing"]} | {x["source"] for x in report["backlinks"]}
+    with open_store(db) as store:
+        near = {store.find_note(n).path for n in near}
+    code, out, _ = run(capsys, "query", "meeting", "--db", db, "--linked-to", "Heron",
+                       "-k", "30", "--json", "--mode", "bm25")
+    hits = json.loads(out)
+    assert code == 0 and hits and {h["path"] for h in hits} <= near - {"work/projects/Heron.md"}
+
+
+def test_language_share_is_warned_once_and_shown(vault_db, capsys):
+    db, stats = vault_db
+    assert 0.3 < stats.non_english < 0.7 and "look non-English" in stats.language_note
+    code, out, _ = run(capsys, "status", "--db", db, "--json")
+    assert code == 0 and json.loads(out)["non_english"] == round(stats.non_english, 4)
+    code, out, _ = run(capsys, "doctor", "--db", db, "--json")
+    language = {c["name"]: c for c in json.loads(out)["checks"]}["language"]
+    assert language["ok"] and "BM25 carries them" in language["detail"]
+
+
+def test_english_only_notes_do_not_warn(tmp_path, vault, shared_embedder):
+    with Indexer(tmp_path / "e.db", embedder=shared_embedder) as ix:
+        stats = ix.index_paths([vault])
+    assert stats.language_note is None and stats.non_english == 0.0
+
+
+def _as_schema_three(db) -> None:
+    """Undo migration 4 on a fresh index, as a file written before it would be."""
+    conn = sqlite_file.connect(db)
+    conn.executescript("""
+        DROP TABLE links; DROP TABLE tags;
+        ALTER TABLE documents DROP COLUMN date; ALTER TABLE documents DROP COLUMN date_source;
+        ALTER TABLE chunks DROP COLUMN english;
+        DELETE FROM meta WHERE key = 'vault_refresh';
+        PRAGMA user_version = 3;""")
+    conn.close()
+
+
+def test_migration_fills_links_tags_and_dates_without_re_embedding(tmp_path, shared_embedder,
+                                                                  capsys):
+    vault = copy_tree(VAULT, tmp_path / "vault")
+    db = tmp_path / "old.db"
+    with Indexer(db, embedder=shared_embedder) as ix:
+        ix.index_paths([vault])
+    _as_schema_three(db)
+    with pytest.raises(OlderSchemaError, match="brainbot index"):
+        open_store(db)
+    code, _, err = run(capsys, "query", "garden", "--db", db)
+    assert code == 1 and "run `brainbot index NOTES" in err and "not a brainbot index" not in err
+    counting = CountingEmbedder(shared_embedder)
+    with Indexer(db, embedder=counting) as ix:
+        stats = ix.index_paths([vault])
+    assert counting.texts == [] and stats.unchanged == 85 and stats.new == 0
+    with open_store(db) as store:
+        assert store.tag_counts() == EXPECTED["tags"]
+        assert sorted((x.source, x.target) for x in store.unresolved_links()) == \
+            sorted(map(tuple, EXPECTED["unresolved_links"]))
+        assert store.language_share()[1] == store.chunk_count()
+        assert "vault_refresh" not in store.meta()
+    os.utime(vault / "inbox.md")  # a later run is an ordinary incremental one
+    with Indexer(db, embedder=counting) as ix:
+        assert ix.index_paths([vault]).unchanged == 85 and not ix.refreshing
