@@ -1,9 +1,11 @@
 """`brainbot copy`: move an index between stores (SQLite and Postgres, either way, or
 file to file) without re-embedding anything.
 
-Documents, chunks, vectors, postings and the index's identity are read from the source
-in one snapshot and written to the target through the store interface, one transaction
-per batch, with the source's ids kept (so both stores break score ties alike). Before
+Documents, chunks, vectors, postings, the vault's facts (links, tags, dates, each chunk's
+language) and the index's identity are read from the source in one snapshot and written
+to the target through the store interface, one transaction per batch, with the source's
+ids kept (so both stores break score ties alike); the target then resolves the links
+itself. Before
 anything is written, the source's identity (model, weights, dimension, tokenizer,
 chunker, analyzer, embedder) is checked against what the target already records, and a
 target that holds documents is refused unless ``replace`` is given, which empties it
@@ -69,6 +71,12 @@ def copy_index(source, target, *, replace: bool = False) -> CopyStats:
             stats = CopyStats(source=src.target, target=dst.target, replaced=replace)
             with dst.bulk_load():
                 _copy_documents(src, dst, stats)
+            with dst.batch():
+                # links travel as written; which document each names is the target's to
+                # work out (it holds the same notes, so it finds the same ones)
+                dst.resolve_links()
+                # a source not yet re-read after migration 4 passes that on
+                dst.set_meta("vault_refresh", src.meta().get("vault_refresh"))
     return stats
 
 

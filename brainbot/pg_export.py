@@ -2,7 +2,7 @@
 ``brainbot copy``), and the invariants ``brainbot doctor`` checks.
 
 The export pages through documents by id (keyset, ``EXPORT_PAGE`` at a time) and reads
-their chunks, vectors and postings with one query each, so memory stays bounded by a
+their chunks, vectors, postings, links and tags with one query each, so memory stays bounded by a
 page however large the index is. The caller holds the snapshot (a repeatable-read
 transaction).
 """
@@ -12,17 +12,19 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 
+from .pg_vault import export_facts
 from .store import NewDocument, new_chunk, new_document
 
 EXPORT_PAGE = 200  # documents a page: ~500 chunks of NFCorpus, ~2 MB of rows
 
 _DOCS = ("SELECT id, root, path, sha256, size, mtime_ns, title, front_matter, kind, "
-         "warnings FROM documents WHERE id > %s ORDER BY id LIMIT %s")
+         "warnings, date, date_source FROM documents WHERE id > %s ORDER BY id LIMIT %s")
 # the columns new_document and new_chunk (store.py) read, in their order
 _CHUNKS = ("SELECT c.id, c.document_id, c.chunk_id, c.chunk_index, c.heading_path, "
            "c.source_text, c.retrieval_text, c.start_line, c.end_line, c.start_char, "
            "c.end_char, c.source_tokens, c.retrieval_tokens, c.text_sha256, "
-           "c.lexical_length, e.vector FROM chunks c JOIN embeddings e ON e.chunk = c.id "
+           "c.lexical_length, c.english, e.vector FROM chunks c "
+           "JOIN embeddings e ON e.chunk = c.id "
            "WHERE c.document_id = ANY(%s) ORDER BY c.document_id, c.chunk_index")
 _POSTINGS = ("SELECT p.chunk, t.term, p.tf FROM postings p JOIN terms t ON t.id = p.term "
              "WHERE p.chunk = ANY(%s)")
@@ -42,9 +44,10 @@ def export(conn) -> Iterator[NewDocument]:
         by_doc: dict[int, list] = defaultdict(list)
         paths = {d[0]: d[2] for d in docs}
         for r in rows:
-            by_doc[r[1]].append(new_chunk(r, paths[r[1]], r[15].to_numpy(), terms[r[0]]))
+            by_doc[r[1]].append(new_chunk(r, paths[r[1]], r[16].to_numpy(), terms[r[0]]))
+        facts = export_facts(conn, docs)
         for d in docs:
-            yield new_document(d, by_doc[d[0]])
+            yield new_document(d, by_doc[d[0]], facts[d[0]])
 
 
 # name, the count of rows breaking an invariant (0 when it holds)

@@ -16,13 +16,15 @@ filtered query still finds its k hits; a filter that keeps few chunks, or an ind
 that comes back short, is answered by an exact scan instead.
 
 N and the average chunk length come from ``meta`` (kept by the writer in each batch), so
-a query never counts the chunks table. Filters are resolved in Python over the documents
-(``fnmatch`` for paths, front-matter tags), once per filter and generation, as on SQLite.
+a query never counts the chunks table. A filter's chunks are found once per filter and
+generation, from the documents the store's vault tables let through (``pg_vault``: the
+same rules as SQLite's, ``Filter.select``).
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 
 import numpy as np
 
@@ -109,23 +111,23 @@ class PgLegs:
         return True
 
     # -- filters -----------------------------------------------------------------------
-    def allowed(self, flt: Filter | None) -> list[int] | None:
-        """The chunk ids a filter keeps, sorted; None for no filter."""
+    def allowed(self, flt: Filter | None, documents: Callable[[Filter], list[int]]
+                ) -> list[int] | None:
+        """The chunk ids a filter keeps, sorted; None for no filter. ``documents``: the
+        ids of the documents it keeps (the store's ``filtered_documents``)."""
         if not flt:
             return None
         hit = self._filters.get(flt)
         if hit is None:
-            docs = [i for i, path, front in self.conn.execute(
-                "SELECT id, path, front_matter FROM documents ORDER BY id")
-                if flt.matches(path, front)]
+            docs = documents(flt)
             chunks = [r[0] for r in self.conn.execute(
                 "SELECT id FROM chunks WHERE document_id = ANY(%s) ORDER BY id", (docs,))]
             hit = self._filters[flt] = chunks
         return hit
 
     # -- BM25 --------------------------------------------------------------------------
-    def bm25(self, terms: Counter, n: int, flt: Filter | None = None):
-        allowed = self.allowed(flt)
+    def bm25(self, terms: Counter, n: int, allowed: list[int] | None = None):
+        """BM25's top n over the chunks ``allowed`` (None: all)."""
         if not terms or self.n_chunks == 0 or (allowed is not None and not allowed):
             return empty(n)
         k1, b = np.float32(lexical.BM25_K1), np.float32(lexical.BM25_B)
@@ -141,8 +143,8 @@ class PgLegs:
         return _padded(rows, n, np.array([r[1] for r in rows], np.float32))
 
     # -- vectors -----------------------------------------------------------------------
-    def vector(self, qvec: np.ndarray, n: int, flt: Filter | None = None):
-        allowed = self.allowed(flt)
+    def vector(self, qvec: np.ndarray, n: int, allowed: list[int] | None = None):
+        """Cosine's top n over the chunks ``allowed`` (None: all)."""
         if self.n_chunks == 0 or (allowed is not None and not allowed):
             return empty(n)
         q = np.asarray(qvec, np.float32).reshape(-1)

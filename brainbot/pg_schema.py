@@ -126,11 +126,48 @@ _M003_GENERATION = """
         INSERT INTO meta(key, value) VALUES ('generation', '0') ON CONFLICT DO NOTHING;
 """
 
+# Issue 15, as on SQLite: a vault's links (from the chunk each sits in, to the document
+# it resolves to), its tags, each note's date and its source, whether each chunk reads as
+# English; the next writer re-parses unchanged notes to fill them (meta vault_refresh).
+# Booleans where SQLite keeps 0/1. Two indexes SQLite goes without: links(source_chunk),
+# because deleting a chunk cascades to its links row by row (without it, a scan of links
+# per deleted chunk), and tags(tag text_pattern_ops), so '--tag a/b' finds 'a/b/...' by a
+# prefix range whatever the database's collation.
+_M004_VAULT = """
+        CREATE TABLE links (
+            id bigserial PRIMARY KEY,
+            source_chunk bigint NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
+            source_document bigint NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+            line integer NOT NULL,           -- 1-based line of the link in its note
+            kind text NOT NULL,              -- wikilink | embed | markdown
+            target text NOT NULL,            -- as written: 'Note', 'dir/Note.md', '../x.md'
+            target_heading text,             -- after '#', NULL when none
+            alias text,                      -- the text shown instead, NULL when none
+            target_document bigint REFERENCES documents(id) ON DELETE SET NULL,
+            resolved boolean NOT NULL DEFAULT false
+        );
+        CREATE INDEX links_source ON links(source_document);
+        CREATE INDEX links_source_chunk ON links(source_chunk);
+        CREATE INDEX links_target ON links(target_document);
+        CREATE TABLE tags (
+            document bigint NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+            tag text NOT NULL,               -- lowercase, no '#': 'project/alpha'
+            source text NOT NULL,            -- front_matter | inline | both
+            PRIMARY KEY (document, tag)
+        );
+        CREATE INDEX tags_tag ON tags(tag text_pattern_ops);
+        ALTER TABLE documents ADD COLUMN date text;         -- YYYY-MM-DD, local time
+        ALTER TABLE documents ADD COLUMN date_source text;  -- front_matter | filename | mtime
+        ALTER TABLE chunks ADD COLUMN english boolean;      -- NULL until filled
+        INSERT INTO meta(key, value) VALUES ('vault_refresh', '1')
+            ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+"""
+
 # MIGRATIONS[i] brings a schema from version i to i + 1: the same numbers and meaning as
 # sqlite_file.MIGRATIONS.
-MIGRATIONS = [_M001_INITIAL, _M002_WARNINGS_AND_KIND, _M003_GENERATION]
+MIGRATIONS = [_M001_INITIAL, _M002_WARNINGS_AND_KIND, _M003_GENERATION, _M004_VAULT]
 SCHEMA_VERSION = len(MIGRATIONS)
-TABLES = ("postings", "terms", "embeddings", "chunks", "documents", "meta")
+TABLES = ("links", "tags", "postings", "terms", "embeddings", "chunks", "documents", "meta")
 
 # The writer lock: a session advisory lock keyed by (this constant, hash of the schema),
 # so two indexes in two schemas of one database have two locks.

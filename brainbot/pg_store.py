@@ -28,11 +28,13 @@ from . import identity as identity_mod
 from . import pg_schema as ps
 from .errors import StoreBusyError, StoreError
 from .pg_legs import PgLegs
+from .pg_vault import PgVault
 from .pg_write import Pending
 from .sqlite_store import now_iso
 from .store import ChunkRow, DocState, DocumentRow, Filter, NewDocument
 
-_DOC_COLUMNS = "d.id, d.root, d.path, d.sha256, d.size, d.mtime_ns, d.title, d.kind, d.warnings"
+_DOC_COLUMNS = ("d.id, d.root, d.path, d.sha256, d.size, d.mtime_ns, d.title, d.kind, "
+                "d.warnings, d.date, d.date_source")
 _CHUNK_COLUMNS = ("c.id, c.chunk_id, c.heading_path, c.start_line, c.end_line, c.start_char, "
                   "c.end_char, c.source_text, " + _DOC_COLUMNS)
 _COUNTERS = ("chunk_count", "length_sum")  # meta keys: BM25's N and summed lengths
@@ -40,7 +42,7 @@ _COUNTERS = ("chunk_count", "length_sum")  # meta keys: BM25's N and summed leng
 
 def _document(r) -> DocumentRow:
     return DocumentRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6] or "", r[7],
-                       tuple(json.loads(r[8] or "[]")))
+                       tuple(json.loads(r[8] or "[]")), r[9], r[10])
 
 
 def _chunk(r) -> ChunkRow:
@@ -58,7 +60,7 @@ def _translated(method):
     return wrapper
 
 
-class PostgresStore:
+class PostgresStore(PgVault):
     """An open Postgres index (see the module docstring)."""
 
     def __init__(self, url: str, conn, schema: str, *, writer: bool = False) -> None:
@@ -180,6 +182,15 @@ class PostgresStore:
         if any(meta.get(k) != v for k, v in rows.items()):
             self._write_meta(rows)
 
+    @_translated
+    def set_meta(self, key: str, value: str | None) -> None:
+        """Set (or with None remove) one meta entry; inside a batch."""
+        if value is None:
+            self.conn.execute("DELETE FROM meta WHERE key = %s", (key,))
+            self._meta = None
+        else:
+            self._write_meta({key: value})
+
     # -- writing ---------------------------------------------------------------------------
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -283,16 +294,26 @@ class PostgresStore:
     @_translated
     def bm25_topk(self, terms: Counter, n: int, flt: Filter | None = None):
         self._ready()
-        return self.legs.bm25(terms, n, flt)
+        return self.legs.bm25(terms, n, self.legs.allowed(flt, self.filtered_documents))
 
     @_translated
     def vector_topk(self, qvec: np.ndarray, n: int, flt: Filter | None = None):
         self._ready()
-        return self.legs.vector(qvec, n, flt)
+        return self.legs.vector(qvec, n, self.legs.allowed(flt, self.filtered_documents))
 
     def _ready(self) -> None:
         if self.legs.generation is None:
             self.refresh()
+
+    # -- the vault (pg_vault.PgVault), with driver errors translated -------------------------
+    resolve_links = _translated(PgVault.resolve_links)
+    links_from = _translated(PgVault.links_from)
+    links_to = _translated(PgVault.links_to)
+    unresolved_links = _translated(PgVault.unresolved_links)
+    tag_counts = _translated(PgVault.tag_counts)
+    language_share = _translated(PgVault.language_share)
+    record_facts = _translated(PgVault.record_facts)
+    find_note = _translated(PgVault.find_note)
 
     # -- reading back ------------------------------------------------------------------------
     @_translated

@@ -294,7 +294,8 @@ class SQLiteStore(VaultTables):
                  json.dumps(list(c.heading_path), ensure_ascii=False), c.source_text,
                  c.retrieval_text, c.start_line, c.end_line, c.start_char, c.end_char,
                  c.source_tokens, c.retrieval_tokens, new.text_sha256, new.length,
-                 self._writing_generation or 0, int(new.english))).lastrowid
+                 self._writing_generation or 0,
+                 None if new.english is None else int(new.english))).lastrowid
             self.db.execute("INSERT INTO embeddings(chunk, vector) VALUES (?, ?)",
                             (row, np.ascontiguousarray(new.vector, dtype="<f4").tobytes()))
             for term, count in new.terms.items():
@@ -444,10 +445,11 @@ class SQLiteStore(VaultTables):
         by_doc: dict[int, list] = {d[0]: [] for d in docs}
         paths = {d[0]: d[2] for d in docs}
         for r in rows:
-            vector = np.frombuffer(r[15], dtype="<f4").copy()
+            vector = np.frombuffer(r[16], dtype="<f4").copy()
             by_doc[r[1]].append(new_chunk(r, paths[r[1]], vector, terms[r[0]]))
+        facts = self.export_facts(docs)
         for d in docs:
-            yield new_document(d, by_doc[d[0]])
+            yield new_document(d, by_doc[d[0]], facts[d[0]])
 
     @_translated
     def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
@@ -477,10 +479,11 @@ class SQLiteStore(VaultTables):
 
 
 _EXPORT_DOCS = ("SELECT id, root, path, sha256, size, mtime_ns, title, front_matter, kind, "
-                "warnings FROM documents WHERE id > ? ORDER BY id LIMIT ?")
+                "warnings, date, date_source FROM documents WHERE id > ? ORDER BY id LIMIT ?")
 # the columns store.new_chunk reads, in its order
 _EXPORT_CHUNKS = ("SELECT c.id, c.document_id, c.chunk_id, c.chunk_index, c.heading_path, "
                   "c.source_text, c.retrieval_text, c.start_line, c.end_line, c.start_char, "
                   "c.end_char, c.source_tokens, c.retrieval_tokens, c.text_sha256, "
-                  "c.lexical_length, e.vector FROM chunks c JOIN embeddings e ON e.chunk = c.id "
+                  "c.lexical_length, c.english, e.vector FROM chunks c "
+                  "JOIN embeddings e ON e.chunk = c.id "
                   "WHERE c.document_id IN ({}) ORDER BY c.document_id, c.chunk_index")

@@ -110,13 +110,18 @@ def test_selective_filter_still_fills_k_through_the_index(pg_examples, shared_em
     pg.close()
 
 
-def test_commands_work_on_a_url(pg_examples, capsys, monkeypatch):
+def test_commands_work_on_a_url(pg_examples, examples_db, capsys, monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     assert main(["query", "sourdough starter", "--db", pg_examples, "--json", "-k", "3"]) == 0
     hits = json.loads(capsys.readouterr().out)
     assert len(hits) == 3 and hits[0]["path"].endswith(".md")
     assert main(["get", f"{hits[0]['path']}:1:2", "--db", pg_examples]) == 0
-    assert len(capsys.readouterr().out.splitlines()) == 2
+    shown = capsys.readouterr().out
+    lines = shown.splitlines()  # two lines of the note, then its backlinks
+    assert lines[0].split()[0] == "1" and lines[1].split()[0] == "2"
+    assert lines[3] == "Backlinks:" and len(lines) > 4
+    assert main(["get", f"{hits[0]['path']}:1:2", "--db", str(examples_db)]) == 0
+    assert capsys.readouterr().out == shown
     assert main(["get", hits[0]["chunk_id"], "--db", pg_examples]) == 0
     assert capsys.readouterr().out.strip()
     assert main(["ask", "How often do I feed the sourdough starter?", "--db", pg_examples,
@@ -125,7 +130,7 @@ def test_commands_work_on_a_url(pg_examples, capsys, monkeypatch):
     assert answer["citations"] or answer["refused"]
     assert main(["status", "--db", pg_examples, "--json"]) == 0
     status = json.loads(capsys.readouterr().out)
-    assert status["chunks"] > 200 and status["schema"] == "3" and status["size_bytes"] > 0
+    assert status["chunks"] > 200 and status["schema"] == str(pg_schema.SCHEMA_VERSION) and status["size_bytes"] > 0
     assert status["stale"] == {"changed": 0, "missing": 0, "new": 0}
     assert main(["doctor", "--db", pg_examples, "--json"]) == 0
     checks = {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
@@ -225,7 +230,8 @@ def test_schema_versions_and_foreign_schemas(pg_server, tmp_path, vault, shared_
     with Indexer(old, embedder=shared_embedder) as ix:
         ix.index_paths([vault])
     with open_store(old) as store:
-        assert store.meta()["schema_version"] == "3" and store.integrity() == "ok"
+        assert store.meta()["schema_version"] == str(pg_schema.SCHEMA_VERSION)
+        assert store.integrity() == "ok"
     # another application's tables: refused, untouched
     foreign = _url_for(pg_server, "other_app")
     conn = pg_schema.connect(foreign)
@@ -256,13 +262,17 @@ def test_rebuild_empties_the_index(pg_server, vault, shared_embedder):
     url = _url_for(pg_server, "rebuild")
     with Indexer(url, embedder=shared_embedder) as ix:
         ix.index_paths([vault])
+    with open_store(url) as store:
+        fresh = store.generation()  # the commits of a first run
     (vault / "gamma.md").unlink()
+    with Indexer(url, embedder=shared_embedder) as ix:
+        ix.index_paths([vault])
     with Indexer(url, embedder=shared_embedder, rebuild=True) as ix:
         stats = ix.index_paths([vault])
     assert stats.new == 2 and stats.removed == 0
     with open_store(url) as store:
         assert store.counts()["documents"] == 2 and store.integrity() == "ok"
-        assert store.meta()["generation"] == "1"
+        assert store.generation() == fresh  # counted from zero again
 
 
 def test_a_nul_past_the_binary_sniff_is_indexed(pg_server, tmp_path, shared_embedder):
