@@ -13,21 +13,26 @@ VOLATILE_META = {"generation", "chunk_count", "length_sum"}
 
 def store_snapshot(target) -> dict:
     """Everything that defines an index's content, independent of ids and of the store:
-    documents, chunks with their vector bytes and terms, and meta."""
+    documents with their facts (date, tags, links as written), chunks with their vector
+    bytes, terms and language, the links as resolved, and meta."""
     with open_store(target) as store:
-        docs, chunks = [], []
+        docs, chunks, links = [], [], []
         for d in store.export_documents():
+            facts = d.facts and (d.facts.date, d.facts.date_source,
+                                 tuple(sorted(d.facts.tags.items())), d.facts.links)
             docs.append((d.root, d.path, d.sha256, d.size, d.mtime_ns, d.title,
-                         d.front_matter_json(), d.kind, tuple(d.warnings)))
+                         d.front_matter_json(), d.kind, tuple(d.warnings), repr(facts)))
             for c in d.chunks:
                 rec = c.chunk.to_record()
                 chunks.append((d.path, rec["chunk_id"], rec["chunk_index"], repr(rec),
                                c.text_sha256, c.length, c.vector.astype("<f4").tobytes(),
-                               tuple(sorted(c.terms.items()))))
+                               tuple(sorted(c.terms.items())), c.english))
+        for d in store.documents():
+            links += [repr(x) for x in store.links_from(d.id)]
         meta = {k: v for k, v in store.meta().items() if k not in VOLATILE_META}
         df = store.doc_freqs(sorted({t for c in chunks for t, _ in c[7]}))
-    return {"documents": sorted(docs), "chunks": sorted(chunks), "meta": meta,
-            "df": sorted((t, n) for t, n in df.items() if n > 0)}
+    return {"documents": sorted(docs), "chunks": sorted(chunks), "links": sorted(links),
+            "meta": meta, "df": sorted((t, n) for t, n in df.items() if n > 0)}
 
 
 # Runs `brainbot` (cli.main) with the Postgres store's write points hooked, as
