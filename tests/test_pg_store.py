@@ -132,9 +132,18 @@ def test_commands_work_on_a_url(pg_examples, examples_db, capsys, monkeypatch):
     status = json.loads(capsys.readouterr().out)
     assert status["chunks"] > 200 and status["schema"] == str(pg_schema.SCHEMA_VERSION) and status["size_bytes"] > 0
     assert status["stale"] == {"changed": 0, "missing": 0, "new": 0}
+    assert status["sqlite_vec"].startswith("does not apply") and "fusion only" in status["kernel"]
+    # neither sqlite-vec nor the C kernel's legs serve a Postgres index: doctor passes
+    # without them
+    from brainbot import doctor, sqlite_file
+
+    monkeypatch.setattr(sqlite_file, "load_extension_vec", lambda db: False)
+    monkeypatch.setattr(doctor, "kernel_backend", lambda: "numpy")
     assert main(["doctor", "--db", pg_examples, "--json"]) == 0
     checks = {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
     assert checks["database integrity"]["detail"] == "ok" and checks["vectors"]["ok"]
+    assert checks["sqlite-vec"]["detail"].startswith("does not apply")
+    assert checks["search kernel"]["detail"].startswith("numpy active for fusion only")
     assert main(["report", "--db", pg_examples, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)
 
