@@ -15,6 +15,7 @@ resolution after a run, the reads, and the filters. Orders that compare text use
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from .store import DocumentRow, Filter, LinkRow, exported_facts, link_row
 from .vault import Resolver, relink
@@ -30,7 +31,7 @@ _BY_SOURCE = 'ORDER BY s.path COLLATE "C", l.line, l.id'
 class PgVault:
     """Links, tags, dates and languages of an open Postgres index (see the docstring)."""
 
-    conn = None  # the store's connection
+    conn: Any  # the store's connection (a psycopg Connection)
 
     # -- writing (inside the store's batch) --------------------------------------------------
     def record_facts(self, document_id: int, facts, english: Sequence[bool]) -> None:
