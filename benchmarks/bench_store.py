@@ -267,6 +267,7 @@ def start_pgserver(folder: Path) -> str:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import pgserver
+    folder.mkdir(parents=True, exist_ok=True)  # pgserver wants the data folder's parent
     srv = pgserver.get_server(folder / "data", cleanup_mode="delete")
     return srv.get_uri()
 
