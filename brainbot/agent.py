@@ -25,10 +25,12 @@ import sys
 
 from . import claude
 from .answers import (
+    PASSAGES_LABEL,
     REFUSAL,
     REFUSE_BELOW,
     Answer,
     Citation,
+    closest_passages,
     dropped_entry,
     is_stale,
     nearest,
@@ -47,6 +49,7 @@ MAX_STEPS = 6
 TOKEN_BUDGET = 40_000
 MAX_TOKENS = 1024  # per response: answers are a few cited sentences
 LEAK_WORDS = 8  # an answer repeating this many consecutive system-prompt words leaks it
+RERANK = False  # re-ranking the first search of an ask: measured, it did not help (README)
 
 SYSTEM_PROMPT = """\
 You answer questions about the user's own markdown notes, using only the search results \
@@ -89,7 +92,7 @@ def ask(text: str, *, db, k: int = 8, model: str | None = None, show_context: bo
 def _ask(text: str, searcher, *, k, model, show_context, stream, client, max_steps,
          token_budget, out):
     qvec = searcher.embedder.embed_query(text)
-    hits = searcher.search(text, k, mode="hybrid", qvec=qvec)
+    hits = searcher.search(text, k, mode="hybrid", qvec=qvec, rerank=RERANK)
     session = Session(searcher, k, text)
     first = session.passages_for(hits)
     model = claude.model_name(model)
@@ -105,7 +108,7 @@ def _ask(text: str, searcher, *, k, model, show_context, stream, client, max_ste
         return extractive_answer(text, searcher=searcher, hits=hits, passages=first,
                                  qvec=qvec, evidence=score, nearest=near)
     if not hits or score < REFUSE_BELOW:
-        return Answer(text, REFUSAL, True, "claude", nearest=near, model=model,
+        return Answer(text, REFUSAL, "not_found", "claude", nearest=near, model=model,
                       stop_reason="weak_evidence", evidence=score)
     loop = _Loop(session, client, params, stream=stream, out=out or sys.stdout,
                  max_steps=max_steps, token_budget=token_budget)
@@ -197,16 +200,23 @@ class _Loop:
         return msg
 
     def _answer(self, content, steps: int, stop: str) -> Answer:
+        """A verified answer; the model's refusal (or a leak) as not_found; an answer
+        none of whose citations verified as the closest passages instead."""
         text, cites, dropped = ground(content, self.session)
-        answer = Answer(self.session.question, text.strip(), False, "claude", cites, steps,
+        answer = Answer(self.session.question, text.strip(), "answer", "claude", cites, steps,
                         dict(self.usage), dropped, model=self.params["model"],
                         stop_reason=stop, streamed=self.streamed)
+        refused = REFUSAL.lower() in squash_spaces(text).lower()
         if _leaks_prompt(text):
             answer.dropped.append({"source": "", "cited_text": "",
                                    "reason": "the answer repeated the system prompt"})
-            answer.citations = []
-        if not answer.citations or REFUSAL.lower() in squash_spaces(text).lower():
-            answer.answer, answer.refused, answer.citations = REFUSAL, True, []
+            refused = True
+        if refused:
+            answer.answer, answer.outcome, answer.citations = REFUSAL, "not_found", []
+        elif not answer.citations:
+            answer.outcome, answer.answer = "passages", PASSAGES_LABEL
+            answer.citations, lost = closest_passages(self.session.sent, answer.question, {})
+            answer.dropped += lost
         return answer
 
 

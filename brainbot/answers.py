@@ -18,6 +18,12 @@ from . import segments, spans
 NEAREST = 3
 REFUSAL = "I couldn't find this in your notes"
 EXTRACTIVE_LABEL = "extractive answer (no API key)"
+# The three outcomes of an ask: the quoted text holds what was asked; relevant passages
+# were found but brainbot cannot tell whether they answer; nothing relevant was found.
+OUTCOMES = ("answer", "passages", "not_found")
+PASSAGES_LABEL = "Closest passages in your notes; they may not answer the question"
+MAX_PASSAGES = 3  # chunks shown as closest passages
+PASSAGE_LINES = 12  # of a passage (or a quoted list or code block): a screenful, no more
 
 # Refusal by evidence: the best cosine between the question and any chunk (the vector
 # leg's top-1). RRF scores are rank-only and BM25 scores grow with query length, so only
@@ -113,7 +119,7 @@ class Citation:
 class Answer:
     question: str
     answer: str
-    refused: bool
+    outcome: str  # one of OUTCOMES
     mode: str  # "claude" | "extractive"
     citations: list[Citation] = field(default_factory=list)
     steps: int = 0
@@ -127,8 +133,14 @@ class Answer:
     streamed: bool = False  # the model's text already went to the terminal
     index_note: str | None = None  # on a refusal: how far the index is behind the notes
 
+    @property
+    def refused(self) -> bool:
+        """Anything but an answer: closest passages, or nothing found."""
+        return self.outcome != "answer"
+
     def to_dict(self) -> dict:
-        return {"answer": self.answer, "refused": self.refused, "mode": self.mode,
+        return {"answer": self.answer, "outcome": self.outcome, "refused": self.refused,
+                "mode": self.mode,
                 "citations": [c.to_dict() for c in self.citations], "steps": self.steps,
                 "usage": self.usage, "dropped": self.dropped, "nearest": self.nearest,
                 "model": self.model, "stop_reason": self.stop_reason,
@@ -196,6 +208,44 @@ def dropped_entry(src: Passage | None, cited_text: str, reason: str, claimed: st
     return {"source": where, "cited_text": cited_text[:300], "reason": reason}
 
 
+# -- closest passages -----------------------------------------------------------------
+def window(src: Passage, question: str, lines: int = PASSAGE_LINES) -> Passage:
+    """At most ``lines`` lines of a passage: all of it, or the window of that many
+    lines holding the most of the question's terms (the earliest such window)."""
+    rows = src.text.split("\n")
+    if len(rows) <= lines:
+        return src
+    from . import lexical
+
+    wanted = set(lexical.analyze(question))
+    hits = [len(wanted & set(lexical.analyze(row))) for row in rows]
+    best = max(range(len(rows) - lines + 1), key=lambda i: (sum(hits[i:i + lines]), -i))
+    start = sum(len(r) + 1 for r in rows[:best])
+    return src.span(start, start + len("\n".join(rows[best:best + lines])))
+
+
+def closest_passages(passages: list[Passage], question: str,
+                     cache: dict) -> tuple[list[Citation], list[dict]]:
+    """The top distinct chunks as citations (each at most PASSAGE_LINES lines), verified
+    against the files like any citation, and the ones dropped."""
+    cites, dropped, seen = [], [], set()
+    for src in passages:
+        if len(cites) == MAX_PASSAGES:
+            break
+        part = window(src, question)
+        key = (part.path, part.start_line, part.end_line)
+        if key in seen:
+            continue
+        seen.add(key)
+        reason = check_fresh(part, cache)
+        if reason:
+            dropped.append(dropped_entry(part, part.text, reason))
+            continue
+        cites.append(Citation(len(cites) + 1, part.path, part.start_line, part.end_line,
+                              part.heading_path, part.text, stale=is_stale(part, cache)))
+    return cites, dropped
+
+
 # -- refusal --------------------------------------------------------------------------
 def nearest(srcs: list[Passage], hits, query: str) -> list[dict]:
     from .render import Style, snippet
@@ -213,29 +263,42 @@ def safe_text(text: str) -> str:
 
 
 def format_answer(answer: Answer) -> str:
-    """The answer for a terminal: text with [n] markers, then the sources they point at."""
-    lines = []
-    if answer.mode == "extractive":
-        lines.append(EXTRACTIVE_LABEL)
-    if answer.refused:
+    """The answer for a terminal: text with [n] markers, then the sources they point at;
+    closest passages quoted under their label; a refusal with the nearest notes."""
+    lines = [EXTRACTIVE_LABEL] if answer.mode == "extractive" else []
+    if answer.outcome == "not_found":
         lines.append(REFUSAL + ".")
-        if answer.index_note:
-            lines.append(f"Your index may be out of date: {answer.index_note}.")
-        if answer.nearest:
-            lines += ["", "Nearest notes:"]
-            for i, n in enumerate(answer.nearest, 1):
-                where = f"{n['path']}:{n['start_line']}-{n['end_line']}"
-                head = f" ({' > '.join(n['heading_path'])})" if n["heading_path"] else ""
-                lines.append(f"  {i}. {where}{head}")
-                lines.append(f"     {n['snippet']}")
+    elif answer.outcome == "passages":
+        lines.append(PASSAGES_LABEL + ":")
+    if answer.refused and answer.index_note:
+        lines.append(f"Your index may be out of date: {answer.index_note}.")
+    if answer.outcome == "not_found":
+        lines += _nearest_lines(answer.nearest)
+    elif answer.outcome == "passages":
+        for c in answer.citations:
+            lines += ["", _cite_line(c)] + [f"    {x}" for x in c.cited_text.split("\n")]
     else:
         if not answer.streamed:
             lines.append(answer.answer)
         lines.append("")
-        for c in answer.citations:
-            head = f" ({' > '.join(c.heading_path)})" if c.heading_path else ""
-            note = " [the note changed since it was indexed]" if c.stale else ""
-            lines.append(f"[{c.n}] {c.location}{head}{note}")
+        lines += [_cite_line(c) for c in answer.citations]
     for d in answer.dropped:
         lines.append(f"dropped citation {d['source'] or '?'}: {d['reason']}")
     return safe_text("\n".join(lines).strip("\n"))
+
+
+def _cite_line(c: Citation) -> str:
+    head = f" ({' > '.join(c.heading_path)})" if c.heading_path else ""
+    note = " [the note changed since it was indexed]" if c.stale else ""
+    return f"[{c.n}] {c.location}{head}{note}"
+
+
+def _nearest_lines(nearest: list[dict]) -> list[str]:
+    if not nearest:
+        return []
+    lines = ["", "Nearest notes:"]
+    for i, n in enumerate(nearest, 1):
+        where = f"{n['path']}:{n['start_line']}-{n['end_line']}"
+        head = f" ({' > '.join(n['heading_path'])})" if n["heading_path"] else ""
+        lines += [f"  {i}. {where}{head}", f"     {n['snippet']}"]
+    return lines

@@ -250,9 +250,11 @@ def run_questions(path: Path, *, db: str, modes: list[str] | None = None, k: int
 
 
 def run_answers(path: Path, *, db: str, searcher=None) -> dict:
-    """What ``brainbot ask`` answers (Claude with a key, else extractive): an answerable
-    question counts as answered when a citation quotes one of its ``answer_contains``
-    strings (case-insensitive), an unanswerable one when it is refused."""
+    """What ``brainbot ask`` answers (Claude with a key, else extractive), by outcome:
+    an answerable question's answer is correct when a citation quotes one of its
+    ``answer_contains`` strings (case-insensitive), and wrong otherwise (the costly error);
+    its passages hold the fact or not; an unanswerable one should not be answered
+    (near misses: passages are fine; off-topic questions: not_found)."""
     from .agent import ask
     from .search import Searcher
 
@@ -269,34 +271,74 @@ def run_answers(path: Path, *, db: str, searcher=None) -> dict:
         for q in questions:
             answer = ask(q["question"], db=db, searcher=searcher)
             modes.add(answer.mode)
-            quoted = " ".join(c.cited_text.lower() for c in answer.citations)
-            if q["answerable"]:
-                ok = not answer.refused and any(
-                    s.lower() in quoted for s in q["answer_contains"])
-            else:
-                ok = answer.refused
-            rows.append({"question": q["question"], "answerable": q["answerable"], "ok": ok,
-                         "refused": answer.refused, "stop_reason": answer.stop_reason})
+            rows.append(_judge(q, answer))
     finally:
         if own:
             searcher.close()
-    answerable = [r for r in rows if r["answerable"]]
-    unanswerable = [r for r in rows if not r["answerable"]]
-    right, refused = sum(r["ok"] for r in answerable), sum(r["ok"] for r in unanswerable)
-    return {"dataset": str(path), "questions": len(rows), "answerable": len(answerable),
-            "mode": "+".join(sorted(modes)),
-            "answered": right, "answered_rate": round(right / max(len(answerable), 1), 4),
-            "refused": refused, "refused_rate": round(refused / max(len(unanswerable), 1), 4),
-            "wrong": [r["question"] for r in rows if not r["ok"]]}
+    return {"dataset": str(path), "questions": len(rows), "mode": "+".join(sorted(modes)),
+            **answer_rates(rows), "rows": rows}
+
+
+def _judge(q: dict, answer) -> dict:
+    quoted = " ".join(c.cited_text.lower() for c in answer.citations)
+    fact = any(s.lower() in quoted for s in q.get("answer_contains", []))
+    kind = "answerable" if q["answerable"] else q.get("kind", "near_miss")
+    return {"question": q["question"], "kind": kind, "outcome": answer.outcome, "fact": fact,
+            "quoted_chars": len(quoted) if answer.outcome == "answer" else 0,
+            "stop_reason": answer.stop_reason}
+
+
+def answer_rates(rows: list[dict]) -> dict:
+    """The outcome counts per kind of question, and the rates the targets speak of."""
+    def count(kind, outcome=None, fact=None):
+        return sum(1 for r in rows if r["kind"] == kind and outcome in (None, r["outcome"])
+                   and fact in (None, r["fact"]))
+
+    n = {k: count(k) for k in ("answerable", "near_miss", "off_topic")}
+    answered = [r for r in rows if r["outcome"] == "answer"]
+    out = {"answerable": n["answerable"], "near_miss": n["near_miss"], "off_topic": n["off_topic"],
+           "answered_correct": count("answerable", "answer", True),
+           "answered_wrong": count("answerable", "answer", False),
+           "passages_with_fact": count("answerable", "passages", True),
+           "passages_without": count("answerable", "passages", False),
+           "refused_wrongly": count("answerable", "not_found"),
+           "near_miss_answered": count("near_miss", "answer"),
+           "near_miss_passages": count("near_miss", "passages"),
+           "refused_correctly": count("near_miss", "not_found") + count("off_topic", "not_found"),
+           "off_topic_not_found": count("off_topic", "not_found"),
+           "mean_quoted_chars": round(sum(r["quoted_chars"] for r in answered)
+                                      / max(len(answered), 1), 1)}
+    rate = lambda a, b: round(a / b, 4) if b else None  # noqa: E731
+    out["rates"] = {
+        "answered_correct": rate(out["answered_correct"], n["answerable"]),
+        "answered_wrong": rate(out["answered_wrong"], n["answerable"]),
+        "fact_cited": rate(out["answered_correct"] + out["passages_with_fact"], n["answerable"]),
+        "off_topic_not_found": rate(out["off_topic_not_found"], n["off_topic"]),
+        "near_miss_answered": rate(out["near_miss_answered"], n["near_miss"])}
+    return out
 
 
 def format_answers(result: dict) -> str:
-    n_u = result["questions"] - result["answerable"]
-    lines = [f"dataset: {result['dataset']} ({result['mode']} answers)",
-             f"answerable answered with the expected fact cited: {result['answered']}/"
-             f"{result['answerable']} ({result['answered_rate']:.0%})",
-             f"unanswerable refused: {result['refused']}/{n_u} ({result['refused_rate']:.0%})"]
-    lines += [f"  wrong: {q}" for q in result["wrong"]]
+    r, rates = result, result["rates"]
+
+    def pct(x):
+        return "-" if x is None else f"{x:.0%}"
+
+    lines = [f"dataset: {r['dataset']} ({r['mode']} answers)",
+             f"answerable ({r['answerable']}): answered correctly {r['answered_correct']} "
+             f"({pct(rates['answered_correct'])}), answered wrongly {r['answered_wrong']} "
+             f"({pct(rates['answered_wrong'])}); passages with the fact "
+             f"{r['passages_with_fact']}, without {r['passages_without']}; not found "
+             f"{r['refused_wrongly']}; fact cited {pct(rates['fact_cited'])}",
+             f"near misses ({r['near_miss']}): answered {r['near_miss_answered']} "
+             f"({pct(rates['near_miss_answered'])}), passages {r['near_miss_passages']}",
+             f"off-topic ({r['off_topic']}): not found {r['off_topic_not_found']} "
+             f"({pct(rates['off_topic_not_found'])})",
+             f"mean quoted characters per answer: {r['mean_quoted_chars']}"]
+    wrong = [x["question"] for x in r["rows"] if (x["kind"] == "answerable" and x["outcome"]
+             == "answer" and not x["fact"]) or (x["kind"] != "answerable" and x["outcome"]
+             == "answer")]
+    lines += [f"  answered wrongly: {q}" for q in wrong]
     return "\n".join(lines)
 
 

@@ -53,16 +53,30 @@ def _rows(text: str, a: int, b: int) -> list[tuple[int, int, str]]:
     return out
 
 
+# A line at least this long that does not end a clause is hard-wrapped prose (documents
+# wrapped at 72-80 columns), whatever the next line starts with ("`mpsc` stands for\n
+# _multiple producer_"); a shorter one continues only into a lower-case line, so the
+# "Invoice date: …" lines of a note stay separate facts.
+WRAP_MIN = 60
+_MARKUP_OPENERS = "_*`\"'([“‘"
+
+
+def _continues(line: str, nxt: str) -> bool:
+    line = line.rstrip()
+    if not nxt or line[-1:] in ".!?:;":
+        return False
+    return len(line) >= WRAP_MIN or nxt.lstrip(_MARKUP_OPENERS)[:1].islower()
+
+
 def _prose(text: str, a: int, b: int) -> list[tuple[int, int]]:
-    """Sentences of a paragraph, each line its own group unless hard-wrapped prose (the
-    line does not end a clause and the next starts in lower case): "Invoice date: …"
-    lines of a note are separate facts, not one sentence."""
+    """Sentences of a paragraph, each line its own group unless it continues into the
+    next (``_continues``)."""
     out, pos, start = [], a, a
     lines = text[a:b].split("\n")
     for i, line in enumerate(lines):
         end = pos + len(line)
         nxt = lines[i + 1].lstrip(" >") if i + 1 < len(lines) else ""
-        if not nxt or not (nxt[:1].islower() and line.rstrip()[-1:] not in ".!?:;"):
+        if not _continues(line, nxt):
             out.extend(split_sentences(text, start, end))
             start = end + 1
         pos = end + 1

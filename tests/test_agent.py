@@ -31,7 +31,7 @@ from fake_anthropic import (
 
 from brainbot import agent, claude, tools
 from brainbot.agent import SYSTEM_PROMPT, ask
-from brainbot.answers import REFUSAL, format_answer
+from brainbot.answers import PASSAGES_LABEL, REFUSAL, format_answer
 from brainbot.errors import AnswerError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -205,7 +205,7 @@ def test_block_range_out_of_bounds_is_dropped(fake, searcher):
 
     fake.push(reply)
     answer = run(fake, searcher)
-    assert answer.refused and answer.citations == []
+    assert answer.outcome == "passages"
     past, empty = (d["reason"] for d in answer.dropped)
     assert re.fullmatch(r"cites blocks (\d+)-(\d+) outside the \d+ blocks of the result sent",
                         past)
@@ -220,7 +220,9 @@ def test_citation_of_an_unsent_result_or_wrong_source_is_dropped(fake, searcher)
 
     fake.push(reply)
     answer = run(fake, searcher)
-    assert answer.refused and answer.answer == REFUSAL and answer.citations == []
+    # no citation verified: the model's text is not shown, the closest passages are
+    assert answer.outcome == "passages" and answer.answer == PASSAGES_LABEL
+    assert 1 <= len(answer.citations) <= 3 and "Twice a day" not in format_answer(answer)
     reasons = [d["reason"] for d in answer.dropped]
     assert reasons[0] == "cites a search result that was never sent"
     assert "does not match" in reasons[1]
@@ -249,26 +251,38 @@ def test_edited_note_makes_citation_stale(fake, tmp_path, shared_embedder):
         answer = run(fake, s)
     finally:
         s.close()
-    assert answer.refused and answer.citations == []
-    (d,) = answer.dropped
+    assert answer.outcome == "passages" and answer.refused
+    d = answer.dropped[0]
     assert d["reason"].startswith("stale:") and d["source"].startswith("cooking/sourdough.md:")
+    # the passages shown instead are verified too: none quotes the edited line
+    assert all("twice a day" not in c.cited_text for c in answer.citations)
 
 
 # -- refusal ----------------------------------------------------------------------------------
-def test_answer_without_citations_is_a_refusal_with_nearest(fake, searcher):
+def test_answer_without_citations_shows_the_closest_passages(fake, searcher):
     fake.push(message(text("Probably every day, most people do.")))
     answer = run(fake, searcher)
-    assert answer.refused and answer.answer == REFUSAL and answer.citations == []
-    assert len(answer.nearest) == 3
-    assert answer.nearest[0]["path"] == "cooking/sourdough.md"
+    assert answer.outcome == "passages" and answer.refused
+    assert answer.citations[0].path == "cooking/sourdough.md" and len(answer.citations) <= 3
     out = format_answer(answer)
-    assert out.startswith(REFUSAL) and "Nearest notes:" in out and "1. cooking/sourdough.md:" in out
+    assert out.startswith(PASSAGES_LABEL + ":") and "Probably every day" not in out
+    assert f"[1] {answer.citations[0].location}" in out
+    assert answer.to_dict()["outcome"] == "passages"
+
+
+def test_weak_evidence_is_not_found_with_nearest(fake, searcher):
+    answer = run(fake, searcher, question="What is the capital of Australia's GDP in 1850?")
+    assert answer.outcome == "not_found" and answer.answer == REFUSAL
+    assert answer.citations == [] and len(answer.nearest) == 3
+    out = format_answer(answer)
+    assert out.startswith(REFUSAL) and "Nearest notes:" in out
 
 
 def test_model_saying_not_found_is_a_refusal(fake, searcher):
     fake.push(lambda body: message(text("I couldn\u2019t find this in your notes.",
                                         [cite(body, 0)])))
-    assert run(fake, searcher).refused
+    answer = run(fake, searcher)
+    assert answer.outcome == "not_found" and answer.citations == []
 
 
 def test_weak_evidence_refuses_without_calling_the_api(fake, searcher):

@@ -110,3 +110,18 @@ def test_a_cjk_query_is_carried_by_bm25_and_not_embedded(cjk_db):
         bm25 = s.search("去南翔老店吃小笼包要排多久", 3, mode="bm25")
     assert [h.chunk_id for h in hybrid] == [h.chunk_id for h in bm25]
     assert hybrid[0].path == "上海小吃.md"
+
+
+def test_ask_in_cjk_is_judged_by_lexical_evidence_not_the_english_cosine(cjk_db,
+                                                                        shared_embedder,
+                                                                        monkeypatch):
+    from brainbot.agent import ask
+    from brainbot.search import Searcher
+
+    with Searcher(cjk_db, embedder=shared_embedder) as s:
+        monkeypatch.setattr(s, "best_cosine", lambda qvec: 0.05)  # far under REFUSE_BELOW
+        found = ask("福佑路上那家老陈生煎多少钱一两？", db=cjk_db, searcher=s)
+        assert found.outcome != "not_found"
+        assert any("12 元" in c.cited_text for c in found.citations)
+        english = ask("How much is a ticket to the moon?", db=cjk_db, searcher=s)
+        assert english.outcome == "not_found" and english.stop_reason == "weak_evidence"

@@ -4,6 +4,7 @@ over examples/questions.jsonl (the numbers behind REFUSE_BELOW and SUPPORT_MIN).
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -13,9 +14,18 @@ from fake_anthropic import no_credentials
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from brainbot import extractive
+from brainbot import answer_types, extractive
 from brainbot.agent import ask
-from brainbot.answers import REFUSAL, REFUSE_BELOW, Passage, check_fresh, format_answer
+from brainbot.answers import (
+    PASSAGE_LINES,
+    PASSAGES_LABEL,
+    REFUSAL,
+    REFUSE_BELOW,
+    Passage,
+    check_fresh,
+    format_answer,
+)
+from brainbot.evaluate import format_answers, run_answers
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples" / "notes"
@@ -130,8 +140,9 @@ def test_units_always_point_at_nonblank_text_inside_the_chunk(lines):
     ("Who will pair with Wei?", "Next the parser work pairs with Wei.", False),  # asked
 ])
 def test_answer_types(question, text, holds):
-    hard = [kind for asks, kind, must in extractive.ANSWER_TYPES if asks.search(question) and must]
-    assert all(extractive._holds(kind, text, question) for kind in hard) is holds
+    hard = [kind for asks, kind, must in answer_types.ANSWER_TYPES
+            if asks.search(question) and must]
+    assert all(answer_types.holds_kind(kind, text, question) for kind in hard) is holds
 
 
 @pytest.mark.parametrize("question, text, fits", [
@@ -154,15 +165,17 @@ def test_outcomes_are_not_answered_by_plans_and_costs_need_money(question, text,
                                                                    searcher):
     unit = extractive.units_of(chunk(text))[0]
     qvec = searcher.embedder.embed_query(question)
-    _, fit = extractive.score_units(question, qvec, [unit], searcher)
+    asked = answer_types.Asked.of(question)
+    _, fit = extractive.score_units(asked, extractive._idf(searcher, asked.terms), qvec,
+                                    [unit], searcher)
     assert fit == [fits]
 
 
 def test_question_words_are_not_coverage_terms():
     from brainbot import lexical
 
-    assert set(lexical.analyze("how many did what which")) <= extractive.QUESTION_WORDS
-    assert not {"gerald", "starter"} & extractive.QUESTION_WORDS
+    assert set(lexical.analyze("how many did what which")) <= answer_types.QUESTION_WORDS
+    assert not {"gerald", "starter"} & answer_types.QUESTION_WORDS
 
 
 # -- answers ------------------------------------------------------------------------------
@@ -242,17 +255,88 @@ def test_refusal_calibration_per_mode(searcher):
     assert REFUSE_BELOW < min(table["vector"][True])  # never refuses an answerable one
 
 
-@pytest.mark.parametrize("name, floors", [
-    ("questions.jsonl", (0.52, 0.75)),  # dev: SUPPORT_MIN was chosen on it; 54 %, 83 %
-    ("questions-holdout.jsonl", (0.42, 0.83)),  # written after; 46 %, 92 %
-])
-def test_extractive_rates(searcher, examples_db, name, floors):
-    """Answerable: a citation quotes an answer_contains string. Unanswerable: refused.
-    The floors sit one question under the measured rates (see SUPPORT_MIN)."""
-    from brainbot.evaluate import format_answers, run_answers
+# Floors at the measured figures (README, "Answers"), never below the floors before issue
+# 13 (answered 0.52 dev, 0.42 holdout). Each: (answered correctly at least, answered
+# wrongly at most, fact cited in answer or passages at least, near misses answered at
+# most, off-topic questions not found at least).
+FLOORS = {
+    "questions.jsonl": (0.52, 0.021, 0.875, 1, None),  # dev: 25/48, 1/48, 42/48, 1/12
+    "questions-holdout.jsonl": (0.46, 0.036, 0.82, 1, 0),  # blind: 13/28, 1/28, 23/28
+    "questions-rust.jsonl": (0.40, 0.046, 0.81, 1, 4),  # tuning half: 9/22, 1/22, 18/22
+    "questions-rust-holdout.jsonl": (0.22, 0.091, 0.77, 1, 4),  # blind: 5/22, 2/22, 17/22
+}
 
-    result = run_answers(REPO / "examples" / name, db=examples_db, searcher=searcher)
+
+def check_floors(result: dict, floors) -> None:
     print(format_answers(result))
+    correct, wrong, fact, near_miss, off_topic = floors
+    rates = result["rates"]
     assert result["mode"] == "extractive"
-    assert result["answered_rate"] >= floors[0]
-    assert result["refused_rate"] >= floors[1]
+    assert rates["answered_correct"] >= correct and rates["answered_wrong"] <= wrong
+    assert rates["fact_cited"] >= fact and result["near_miss_answered"] <= near_miss
+    if off_topic is not None:
+        assert result["off_topic_not_found"] >= off_topic
+
+
+@pytest.mark.parametrize("name", ["questions.jsonl", "questions-holdout.jsonl"])
+def test_extractive_rates(searcher, examples_db, name):
+    result = run_answers(REPO / "examples" / name, db=examples_db, searcher=searcher)
+    check_floors(result, FLOORS[name])
+
+
+@pytest.fixture(scope="module")
+def rust_db(tmp_path_factory, shared_embedder):
+    from conftest import DATA, need_shared
+
+    from brainbot.indexer import Indexer
+
+    book = need_shared(DATA / "corpora" / "rust-book")
+    db = tmp_path_factory.mktemp("rust") / "rust.db"
+    with Indexer(db, embedder=shared_embedder) as ix:
+        ix.index_paths([book])
+    return db
+
+
+@pytest.mark.slow
+@pytest.mark.corpus
+@pytest.mark.parametrize("name", ["questions-rust.jsonl", "questions-rust-holdout.jsonl"])
+def test_extractive_rates_on_documentation(rust_db, shared_embedder, name):
+    from brainbot.search import Searcher
+
+    with Searcher(rust_db, embedder=shared_embedder) as s:
+        result = run_answers(REPO / "examples" / name, db=rust_db, searcher=s)
+    check_floors(result, FLOORS[name])
+
+
+def test_passages_outcome_quotes_at_most_three_short_passages(searcher, examples_db):
+    answer = ask("What's my 10k personal best?", db=examples_db, searcher=searcher)
+    assert answer.outcome == "passages" and answer.refused
+    assert answer.answer == PASSAGES_LABEL and 1 <= len(answer.citations) <= 3
+    for c in answer.citations:
+        assert c.end_line - c.start_line + 1 <= PASSAGE_LINES
+        lines = (EXAMPLES / c.path).read_text(encoding="utf-8").split("\n")
+        assert c.cited_text == "\n".join(lines[c.start_line - 1:c.end_line])
+    assert any("10k" in c.cited_text.lower() for c in answer.citations)
+    out = format_answer(answer)
+    assert out.startswith(f"extractive answer (no API key)\n{PASSAGES_LABEL}:")
+    assert answer.to_dict()["outcome"] == "passages" and answer.to_dict()["refused"]
+
+
+def test_a_procedure_is_quoted_as_its_whole_list(searcher, examples_db):
+    answer = ask("What are the steps of the search service migration?", db=examples_db,
+                 searcher=searcher)
+    assert answer.outcome == "answer"
+    (c,) = answer.citations
+    lines = (EXAMPLES / c.path).read_text(encoding="utf-8").split("\n")[c.start_line - 1:
+                                                                        c.end_line]
+    items = [x for x in lines if re.match(r"\s*\d+\.", x)]
+    assert len(items) >= 3 and c.end_line - c.start_line + 1 <= PASSAGE_LINES
+
+
+def test_an_intro_sentence_brings_the_block_it_introduces():
+    text = ("Cargo has defaults for each profile. Here are the defaults:\n\n"
+            "<span>Filename: Cargo.toml</span>\n\n```toml\n[profile.dev]\nopt-level = 0\n```")
+    units = extractive.units_of(chunk(text))
+    (intro,) = [u for u in units if u.text.endswith("defaults:")]
+    quoted = extractive._quoted(intro)
+    assert quoted.text.startswith("Here are the defaults:") and "opt-level = 0" in quoted.text
