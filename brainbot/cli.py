@@ -304,10 +304,22 @@ def cmd_model(args) -> int:
     return 0
 
 
+def cmd_copy(args) -> int:
+    from .copying import copy_index
+
+    stats = copy_index(args.source, args.target, replace=args.replace)
+    if args.json:
+        _emit_json(stats.to_dict())
+    else:
+        print(stats.summary())
+    return 0
+
+
 # -- parser ---------------------------------------------------------------------------
 def _db_option(p: argparse.ArgumentParser, default=True) -> None:
-    p.add_argument("--db", default=_db_default() if default else None, metavar="FILE",
-                   help=f"the index file (default: $BRAINBOT_DB or ./{DEFAULT_DB})")
+    p.add_argument("--db", default=_db_default() if default else None, metavar="FILE|URL",
+                   help=f"the index: a SQLite file or a postgresql:// URL "
+                        f"(default: $BRAINBOT_DB or ./{DEFAULT_DB})")
 
 
 def _positive(text: str) -> int:
@@ -464,8 +476,23 @@ def _add_model(sub) -> None:
     p.set_defaults(func=cmd_model)
 
 
+def _add_copy(sub) -> None:
+    p = sub.add_parser(
+        "copy", help="copy an index between SQLite and Postgres, without re-embedding",
+        epilog="Example: brainbot copy --from notes.db --to postgresql://me@db.example/notes")
+    p.add_argument("--from", dest="source", required=True, metavar="FILE|URL",
+                   help="the index to read")
+    p.add_argument("--to", dest="target", required=True, metavar="FILE|URL",
+                   help="the index to write (must be empty, or pass --replace)")
+    p.add_argument("--replace", action="store_true",
+                   help="empty a target that already holds an index first")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=cmd_copy)
+
+
 COMMANDS = (_add_index, _add_query, _add_get, _add_links_and_tags, _add_chunks, _add_report,
-            _add_status_and_doctor, _add_eval, _add_ask, _add_watch, _add_mcp, _add_model)
+            _add_status_and_doctor, _add_eval, _add_ask, _add_watch, _add_mcp, _add_model,
+            _add_copy)
 
 
 def build_parser() -> argparse.ArgumentParser:

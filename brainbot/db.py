@@ -14,6 +14,15 @@ def is_url(target: str | os.PathLike) -> bool:
     return str(target).startswith(("postgresql://", "postgres://"))
 
 
+def public_target(target: str | os.PathLike) -> str:
+    """``target`` as messages may show it: a URL loses its password."""
+    if is_url(target):
+        from .pg_schema import public_url
+
+        return public_url(str(target))
+    return str(target)
+
+
 def open_store(target: str | os.PathLike, *, write: bool = False,
                identity: IndexIdentity | None = None, rebuild: bool = False) -> Store:
     """Open the index at ``target`` (a path, or a ``postgresql://`` URL).

@@ -10,7 +10,7 @@ import shlex
 from pathlib import Path
 
 from . import model
-from .db import is_url, open_store
+from .db import is_url, open_store, public_target
 from .errors import BrainbotError
 from .freshness import vault_changes
 from .store import Store
@@ -47,9 +47,6 @@ def status(db, store: Store | None = None) -> dict:
     finally:
         if own:
             store.close()
-    from .sqlite_file import vec_available
-
-    vec_ok, vec_detail = vec_available()
     return {
         "db": store.target, "size_bytes": size,
         "schema": meta.get("schema_version"), "model": meta.get("model"),
@@ -63,9 +60,25 @@ def status(db, store: Store | None = None) -> dict:
         "stale": {k: len(v) for k, v in stale.items()},
         "stale_files": stale,
         "warnings": warnings,
-        "kernel": kernel_backend(),
-        "sqlite_vec": vec_detail if vec_ok else f"unavailable: {vec_detail}",
+        **_engine_status(db),
     }
+
+
+# On Postgres the legs run in SQL (pgvector, BM25 over brainbot's postings): the C kernel
+# only fuses them, and sqlite-vec has nothing to read.
+_ON_POSTGRES_KERNEL = "{} active for fusion only; the legs run in SQL on Postgres"
+_ON_POSTGRES_VEC = "does not apply: the index is in Postgres (pgvector)"
+
+
+def _engine_status(db) -> dict:
+    if is_url(db):
+        return {"kernel": _ON_POSTGRES_KERNEL.format(kernel_backend()),
+                "sqlite_vec": _ON_POSTGRES_VEC}
+    from .sqlite_file import vec_available
+
+    vec_ok, vec_detail = vec_available()
+    return {"kernel": kernel_backend(),
+            "sqlite_vec": vec_detail if vec_ok else f"unavailable: {vec_detail}"}
 
 
 def _model_checks() -> list[dict]:
@@ -92,20 +105,21 @@ def _roots(store: Store) -> str:
 
 
 def _db_checks(db) -> list[dict]:
+    shown = public_target(db)  # messages and fixes never show a password
     if not is_url(db) and not Path(db).exists():
         return [_check("database", False, f"no index at {db}",
-                       f"brainbot index NOTES --db {shlex.quote(str(db))}")]
+                       f"brainbot index NOTES --db {shlex.quote(shown)}")]
     try:
         store = open_store(db)
     except BrainbotError as exc:
-        fix = exc.fix or f"brainbot index NOTES --db {shlex.quote(str(db))} --rebuild"
+        fix = exc.fix or f"brainbot index NOTES --db {shlex.quote(shown)} --rebuild"
         return [_check("database", False, str(exc), fix)]
     with store:
         try:  # a reader opened it; a writer also needs the chunker and embedder to match
             _check_writable(store)
         except BrainbotError as exc:
             return [_check("database", False, str(exc), exc.fix)]
-        return _store_checks(store, db)
+        return _store_checks(store, shown)
 
 
 def _check_writable(store: Store) -> None:
@@ -160,13 +174,20 @@ def _language_detail(other: int, known: int) -> str:
 
 
 def run_checks(db) -> list[dict]:
-    from .sqlite_file import vec_available
-
     checks = _model_checks()
-    backend = kernel_backend()
-    checks.append(_check("search kernel", backend.startswith("c"),
-                         f"{backend} active", "pip install -e . (builds brainbot._kernel)"))
-    vec_ok, vec_detail = vec_available()
-    checks.append(_check("sqlite-vec", vec_ok, vec_detail, "pip install sqlite-vec"))
+    checks.extend(_engine_checks(db))
     checks.extend(_db_checks(db))
     return checks
+
+
+def _engine_checks(db) -> list[dict]:
+    backend = kernel_backend()
+    if is_url(db):  # numpy fuses two lists of 100 as well: nothing to fix
+        return [_check("search kernel", True, _ON_POSTGRES_KERNEL.format(backend)),
+                _check("sqlite-vec", True, _ON_POSTGRES_VEC)]
+    from .sqlite_file import vec_available
+
+    vec_ok, vec_detail = vec_available()
+    return [_check("search kernel", backend.startswith("c"), f"{backend} active",
+                   "pip install -e . (builds brainbot._kernel)"),
+            _check("sqlite-vec", vec_ok, vec_detail, "pip install sqlite-vec")]

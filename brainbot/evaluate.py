@@ -85,9 +85,11 @@ def load_qrels(folder: Path, split: str) -> dict[str, dict[str, int]]:
     return dict(qrels)
 
 
-def _beir_db(folder: Path, db: str | None) -> Path:
+def _beir_db(folder: Path, db: str | None) -> Path | str:
+    from .db import is_url
+
     if db:
-        return Path(db)
+        return db if is_url(db) else Path(db)
     cache = Path(os.environ.get("BRAINBOT_CACHE_DIR") or Path(
         os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "brainbot")
     cache.mkdir(parents=True, exist_ok=True)
@@ -139,7 +141,7 @@ def run_beir(folder: Path, *, db: str | None = None, split: str = "test",
     qids = [q for q in qrels if q in queries][:limit]
     searcher = Searcher(db_path)
     result = {"dataset": folder.name, "split": split, "queries": len(qids),
-              "db": str(db_path), "index": index_stats, "modes": {}}
+              "db": searcher.store.target, "index": index_stats, "modes": {}}
     for name in modes:
         mode, rerank = MODE_ALIASES.get(name, (name, False))
         scores = defaultdict(list)

@@ -20,7 +20,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +30,7 @@ from . import sqlite_file as sf
 from .errors import StoreBusyError, StoreError
 from .kernel_index import KernelIndex
 from .sqlite_vault import VaultTables, chunk_ids_of
-from .store import ChunkRow, DocState, DocumentRow, Filter, NewDocument
+from .store import ChunkRow, DocState, DocumentRow, Filter, NewDocument, new_chunk, new_document
 
 _DOC_COLUMNS = ("d.id, d.root, d.path, d.sha256, d.size, d.mtime_ns, d.title, d.kind, "
                 "d.warnings, d.date, d.date_source")
@@ -300,10 +300,10 @@ class SQLiteStore(VaultTables):
 
     @_translated
     def add_document(self, doc: NewDocument) -> int:
-        doc_id = self.db.execute(
-            "INSERT INTO documents(root, path, sha256, size, mtime_ns, title, front_matter, "
-            "indexed_at, warnings, kind) VALUES (?,?,?,?,?,?,?,?,?,?)",
-            (doc.root, doc.path, doc.sha256, doc.size, doc.mtime_ns, doc.title,
+        doc_id = self.db.execute(  # an id of None: SQLite assigns the next rowid
+            "INSERT INTO documents(id, root, path, sha256, size, mtime_ns, title, front_matter, "
+            "indexed_at, warnings, kind) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (doc.id, doc.root, doc.path, doc.sha256, doc.size, doc.mtime_ns, doc.title,
              doc.front_matter_json(), now_iso(), json.dumps(doc.warnings, ensure_ascii=False),
              doc.kind)).lastrowid
         df_delta: Counter = Counter()
@@ -311,15 +311,16 @@ class SQLiteStore(VaultTables):
         for new in doc.chunks:
             c = new.chunk
             row = rows[c.chunk_index] = self.db.execute(
-                "INSERT INTO chunks(chunk_id, document_id, chunk_index, heading_path, "
+                "INSERT INTO chunks(id, chunk_id, document_id, chunk_index, heading_path, "
                 "source_text, retrieval_text, start_line, end_line, start_char, end_char, "
                 "source_tokens, retrieval_tokens, text_sha256, lexical_length, generation, "
-                "english) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (c.chunk_id, doc_id, c.chunk_index,
+                "english) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (new.id, c.chunk_id, doc_id, c.chunk_index,
                  json.dumps(list(c.heading_path), ensure_ascii=False), c.source_text,
                  c.retrieval_text, c.start_line, c.end_line, c.start_char, c.end_char,
                  c.source_tokens, c.retrieval_tokens, new.text_sha256, new.length,
-                 self._writing_generation or 0, int(new.english))).lastrowid
+                 self._writing_generation or 0,
+                 None if new.english is None else int(new.english))).lastrowid
             self.db.execute("INSERT INTO embeddings(chunk, vector) VALUES (?, ?)",
                             (row, np.ascontiguousarray(new.vector, dtype="<f4").tobytes()))
             for term, count in new.terms.items():
@@ -330,6 +331,10 @@ class SQLiteStore(VaultTables):
                             [(n, self._terms[t]) for t, n in df_delta.items()])
         self.write_facts(doc_id, doc.facts, rows)
         return doc_id
+
+    def bulk_load(self):
+        """Nothing to prepare on SQLite: the kernel's arrays are built when read."""
+        return nullcontext()
 
     def _term_id(self, term: str) -> int:
         term_id = self._terms.get(term)
@@ -440,6 +445,37 @@ class SQLiteStore(VaultTables):
                                     "end_char": r[9]},
                        "measurements": {"source_tokens": r[10], "retrieval_tokens": r[11]}}
 
+    def export_documents(self) -> Iterator[NewDocument]:
+        """Every document with its chunks, vectors and terms, ids kept, in id order, from
+        one read transaction (a writer may go on committing meanwhile)."""
+        with sf.translate_errors(self.path), sf.transaction(self.db, immediate=False):
+            last = 0
+            while True:
+                docs = self.db.execute(_EXPORT_DOCS, (last, 200)).fetchall()
+                if not docs:
+                    return
+                last = docs[-1][0]
+                yield from self._export_page(docs)
+
+    def _export_page(self, docs: list) -> Iterator[NewDocument]:
+        marks = ",".join("?" * len(docs))
+        rows = self.db.execute(_EXPORT_CHUNKS.format(marks), [d[0] for d in docs]).fetchall()
+        terms: dict[int, Counter] = {r[0]: Counter() for r in rows}
+        for i in range(0, len(rows), 500):
+            part = [r[0] for r in rows[i:i + 500]]
+            for chunk, term, tf in self.db.execute(
+                    "SELECT p.chunk, t.term, p.tf FROM postings p JOIN terms t ON t.id = p.term "
+                    f"WHERE p.chunk IN ({','.join('?' * len(part))})", part):
+                terms[chunk][term] = tf
+        by_doc: dict[int, list] = {d[0]: [] for d in docs}
+        paths = {d[0]: d[2] for d in docs}
+        for r in rows:
+            vector = np.frombuffer(r[16], dtype="<f4").copy()
+            by_doc[r[1]].append(new_chunk(r, paths[r[1]], vector, terms[r[0]]))
+        facts = self.export_facts(docs)
+        for d in docs:
+            yield new_document(d, by_doc[d[0]], facts[d[0]])
+
     @_translated
     def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
         terms = sorted(set(terms))
@@ -465,3 +501,14 @@ class SQLiteStore(VaultTables):
     def size_bytes(self) -> int:
         return sum(os.path.getsize(str(self.path) + s) for s in ("", "-wal")
                    if os.path.exists(str(self.path) + s))
+
+
+_EXPORT_DOCS = ("SELECT id, root, path, sha256, size, mtime_ns, title, front_matter, kind, "
+                "warnings, date, date_source FROM documents WHERE id > ? ORDER BY id LIMIT ?")
+# the columns store.new_chunk reads, in its order
+_EXPORT_CHUNKS = ("SELECT c.id, c.document_id, c.chunk_id, c.chunk_index, c.heading_path, "
+                  "c.source_text, c.retrieval_text, c.start_line, c.end_line, c.start_char, "
+                  "c.end_char, c.source_tokens, c.retrieval_tokens, c.text_sha256, "
+                  "c.lexical_length, c.english, e.vector FROM chunks c "
+                  "JOIN embeddings e ON e.chunk = c.id "
+                  "WHERE c.document_id IN ({}) ORDER BY c.document_id, c.chunk_index")

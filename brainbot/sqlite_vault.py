@@ -8,24 +8,16 @@ same run.
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Sequence
 
-from .store import Filter, LinkRow
-from .vault import Resolver, normal_tag
+from .store import Filter, LinkRow, exported_facts, fact_rows, link_row
+from .vault import Resolver, relink
 
 _LINK_COLUMNS = ("s.path, l.line, l.kind, l.target, l.target_heading, l.alias, t.path, "
                  "c.source_text, c.start_line")
 _LINK_FROM = ("FROM links l JOIN documents s ON s.id = l.source_document "
               "JOIN chunks c ON c.id = l.source_chunk "
               "LEFT JOIN documents t ON t.id = l.target_document")
-
-
-def _link(r) -> LinkRow:
-    lines = r[7].split("\n")
-    k = r[1] - r[8]
-    return LinkRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6],
-                   lines[k].strip() if 0 <= k < len(lines) else "")
 
 
 class VaultTables:
@@ -40,15 +32,11 @@ class VaultTables:
             return
         self.db.execute("UPDATE documents SET date = ?, date_source = ? WHERE id = ?",
                         (facts.date, facts.date_source, document_id))
-        self.db.executemany(
-            "INSERT INTO tags(document, tag, source) VALUES (?, ?, ?)",
-            [(document_id, tag, source) for tag, source in sorted(facts.tags.items())])
+        tags, links = fact_rows(document_id, facts, chunk_rows)
+        self.db.executemany("INSERT INTO tags(document, tag, source) VALUES (?, ?, ?)", tags)
         self.db.executemany(
             "INSERT INTO links(source_chunk, source_document, line, kind, target, "
-            "target_heading, alias) VALUES (?,?,?,?,?,?,?)",
-            [(chunk_rows[link.chunk_index], document_id, link.line, link.kind, link.target,
-              link.heading, link.alias) for link in facts.links
-             if link.chunk_index in chunk_rows])
+            "target_heading, alias) VALUES (?,?,?,?,?,?,?)", links)
 
     def record_facts(self, document_id: int, facts, english: Sequence[bool]) -> None:
         """Fill the facts of a note indexed before they were kept (its chunks as stored)."""
@@ -63,37 +51,30 @@ class VaultTables:
 
     def resolve_links(self) -> int:
         """Point every link at the note it names now; returns how many changed."""
-        paths: dict[str, dict[str, int]] = {}
-        for doc_id, root, path in self.db.execute("SELECT id, root, path FROM documents"):
-            paths.setdefault(root, {})[path] = doc_id
-        resolvers = {root: Resolver(docs) for root, docs in paths.items()}
-        changes = []
-        for link_id, root, source, kind, target, current in self.db.execute(
-                "SELECT l.id, d.root, d.path, l.kind, l.target, l.target_document FROM links l "
-                "JOIN documents d ON d.id = l.source_document"):
-            found = resolvers[root].resolve(source, kind, target)
-            target_id = paths[root].get(found) if found else None
-            if target_id != current:
-                changes.append((target_id, int(target_id is not None), link_id))
+        changes = relink(
+            self.db.execute("SELECT id, root, path FROM documents").fetchall(),
+            self.db.execute("SELECT l.id, d.root, d.path, l.kind, l.target, l.target_document "
+                            "FROM links l JOIN documents d ON d.id = l.source_document"
+                            ).fetchall())
         self.db.executemany("UPDATE links SET target_document = ?, resolved = ? WHERE id = ?",
-                            changes)
+                            [(t, int(t is not None), i) for t, i in changes])
         return len(changes)
 
     # -- reading ---------------------------------------------------------------------------
     def links_from(self, document_id: int) -> list[LinkRow]:
-        return [_link(r) for r in self.db.execute(
+        return [link_row(r) for r in self.db.execute(
             f"SELECT {_LINK_COLUMNS} {_LINK_FROM} WHERE l.source_document = ? "
             "ORDER BY l.line, l.id", (document_id,))]
 
     def links_to(self, document_id: int) -> list[LinkRow]:
-        return [_link(r) for r in self.db.execute(
+        return [link_row(r) for r in self.db.execute(
             f"SELECT {_LINK_COLUMNS} {_LINK_FROM} WHERE l.target_document = ? "
-            "AND l.source_document != ? ORDER BY s.path, l.line", (document_id, document_id))]
+            "AND l.source_document != ? ORDER BY s.path, l.line, l.id", (document_id, document_id))]
 
     def unresolved_links(self) -> list[LinkRow]:
-        return [_link(r) for r in self.db.execute(
+        return [link_row(r) for r in self.db.execute(
             f"SELECT {_LINK_COLUMNS} {_LINK_FROM} WHERE l.target_document IS NULL "
-            "ORDER BY s.path, l.line")]
+            "ORDER BY s.path, l.line, l.id")]
 
     def tag_counts(self) -> dict[str, int]:
         return dict(self.db.execute(
@@ -104,22 +85,31 @@ class VaultTables:
         row = self.db.execute("SELECT sum(english = 0), count(english) FROM chunks").fetchone()
         return int(row[0] or 0), int(row[1] or 0)
 
+    def export_facts(self, docs: list) -> dict:
+        """The facts of a page of export_documents (documents rows, date at 10)."""
+        ids = [d[0] for d in docs]
+        marks = ",".join("?" * len(ids))
+        links = self.db.execute(
+            "SELECT l.source_document, c.chunk_index, l.line, l.kind, l.target, "
+            "l.target_heading, l.alias FROM links l JOIN chunks c ON c.id = l.source_chunk "
+            f"WHERE l.source_document IN ({marks}) ORDER BY l.source_document, l.id", ids)
+        tags = self.db.execute(
+            f"SELECT document, tag, source FROM tags WHERE document IN ({marks})", ids)
+        return exported_facts(docs, links, tags)
+
     # -- filters ---------------------------------------------------------------------------
     def filtered_documents(self, flt: Filter) -> list[int]:
         """Ids of the documents a filter lets through."""
-        rows = self.db.execute("SELECT id, path, date FROM documents").fetchall()
-        allowed = {doc_id for doc_id, path, date in rows
-                   if (not flt.path_glob or fnmatch.fnmatchcase(path, flt.path_glob))
-                   and (not flt.since or (date or "") >= flt.since)
-                   and (not flt.before or (date or "9999") < flt.before)}
-        for tag in flt.tags:
-            name = normal_tag(tag)
-            allowed &= {r[0] for r in self.db.execute(
-                "SELECT document FROM tags WHERE tag = ? OR substr(tag, 1, ?) = ?",
-                (name, len(name) + 1, name + "/"))}
-        if flt.linked_to:
-            allowed &= self.linked_documents(self.find_note(flt.linked_to).id)
-        return sorted(allowed)
+        return flt.select(
+            self.db.execute("SELECT id, path, date FROM documents").fetchall(),
+            self.tagged_documents,
+            lambda note: self.linked_documents(self.find_note(note).id))
+
+    def tagged_documents(self, name: str) -> set[int]:
+        """Documents tagged ``name`` or a tag below it (``a/b``: ``a/b`` and ``a/b/c``)."""
+        return {r[0] for r in self.db.execute(
+            "SELECT document FROM tags WHERE tag = ? OR substr(tag, 1, ?) = ?",
+            (name, len(name) + 1, name + "/"))}
 
     def linked_documents(self, target: int) -> set[int]:
         """Documents that link to ``target`` or that it links to (not the note itself)."""

@@ -11,9 +11,10 @@ A store owns its SQL. Nothing above it writes a query.
 
 from __future__ import annotations
 
+import fnmatch
 import json
-from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -21,6 +22,7 @@ from typing import Protocol
 import numpy as np
 
 from .identity import IndexIdentity
+from .vault import NoteFacts, NoteLink, normal_tag
 
 
 # -- records ---------------------------------------------------------------------------
@@ -87,6 +89,7 @@ class NewDocument:
     warnings: list[str] = field(default_factory=list)
     chunks: list[NewChunk] = field(default_factory=list)
     facts: object = None  # vault.NoteFacts: links, tags, date (None for dataset records)
+    id: int | None = None  # None: the store assigns one; set by a copy to keep ids
 
     def front_matter_json(self) -> str:
         return json.dumps(self.front_matter, ensure_ascii=False, default=str, sort_keys=True)
@@ -101,7 +104,9 @@ class NewChunk:
     vector: np.ndarray  # float32 (dim,), L2-normalised
     terms: Counter
     length: int  # analyzed terms: BM25's document length
-    english: bool = True  # language.looks_english of its retrieval text
+    english: bool | None = True  # language.looks_english of its retrieval text; None:
+    # not known yet (an index from before migration 4, until its next run)
+    id: int | None = None  # None: the store assigns one; set by a copy to keep ids
 
 
 @dataclass(frozen=True)
@@ -131,6 +136,84 @@ class Filter:
     def __bool__(self) -> bool:
         return bool(self.path_glob or self.tags or self.since or self.before or self.linked_to)
 
+    def select(self, documents: Iterable[tuple[int, str, str | None]],
+               tagged: Callable[[str], set[int]], linked: Callable[[str], set[int]]
+               ) -> list[int]:
+        """The ids of ``documents`` ((id, path, date) rows) that pass, sorted. Both stores
+        filter through here so that they agree: the path glob with fnmatch's case-sensitive
+        meaning; the dates as ISO strings (a note without a date passes neither bound);
+        each tag through ``tagged(name)`` (the documents carrying it or a tag below it);
+        ``linked_to`` through ``linked(note)`` (the notes linking to it or linked from it,
+        not the note itself)."""
+        allowed = {doc_id for doc_id, path, date in documents
+                   if (not self.path_glob or fnmatch.fnmatchcase(path, self.path_glob))
+                   and (not self.since or (date or "") >= self.since)
+                   and (not self.before or (date or "9999") < self.before)}
+        for tag in self.tags:
+            allowed &= tagged(normal_tag(tag))
+        if self.linked_to:
+            allowed &= linked(self.linked_to)
+        return sorted(allowed)
+
+
+# -- rows of the stores' tables, to and from the records above --------------------------
+# Both stores keep the same columns in the same order, so these are shared: what one
+# writes, the other reads back the same way (a copy round-trips exactly).
+def new_document(d, chunks: list[NewChunk], facts: NoteFacts | None = None) -> NewDocument:
+    """A NewDocument from a documents row (id, root, path, sha256, size, mtime_ns, title,
+    front_matter, kind, warnings, ...)."""
+    return NewDocument(d[1], d[2], d[3], d[4], d[5], d[6] or "", json.loads(d[7]), d[8],
+                       json.loads(d[9] or "[]"), chunks, facts, id=d[0])
+
+
+def new_chunk(r, path: str, vector, terms: Counter) -> NewChunk:
+    """A NewChunk from a chunks row as the exports select it (id, document id, chunk_id,
+    chunk_index, heading_path, texts, spans, tokens, text_sha256, length, english, ...)."""
+    from .chunking import Chunk
+
+    chunk = Chunk(r[2], r[3], path, tuple(json.loads(r[4])), r[5], r[6], r[7], r[8], r[9],
+                  r[10], r[11], r[12])
+    english = None if r[15] is None else bool(r[15])
+    return NewChunk(chunk, r[13], vector, terms, r[14], english, id=r[0])
+
+
+def exported_facts(docs, links, tags) -> dict[int, NoteFacts | None]:
+    """Each document's facts, from its row (date and date_source at 10 and 11), its links
+    ((document, chunk_index, line, kind, target, heading, alias), in the order written)
+    and its tags ((document, tag, source)). None for a document with none (a dataset
+    record; a note not yet re-read after migration 4), as the indexer writes them."""
+    by_links: dict[int, list[NoteLink]] = defaultdict(list)
+    for r in links:
+        by_links[r[0]].append(NoteLink(*r[1:7]))
+    by_tags: dict[int, dict[str, str]] = defaultdict(dict)
+    for doc, tag, source in tags:
+        by_tags[doc][tag] = source
+    return {d[0]: NoteFacts(tuple(by_links[d[0]]), dict(sorted(by_tags[d[0]].items())),
+                            d[10], d[11])
+            if d[10] is not None or by_links[d[0]] or by_tags[d[0]] else None
+            for d in docs}
+
+
+def fact_rows(document_id: int, facts: NoteFacts, chunk_rows: dict[int, int]
+              ) -> tuple[list[tuple], list[tuple]]:
+    """A note's rows for the tags table (document, tag, source) and the links table
+    (source_chunk, source_document, line, kind, target, target_heading, alias), given its
+    chunks' ids by chunk_index."""
+    tags = [(document_id, tag, source) for tag, source in sorted(facts.tags.items())]
+    links = [(chunk_rows[link.chunk_index], document_id, link.line, link.kind, link.target,
+              link.heading, link.alias) for link in facts.links
+             if link.chunk_index in chunk_rows]
+    return tags, links
+
+
+def link_row(r) -> LinkRow:
+    """A LinkRow from (source path, line, kind, target, heading, alias, target path, the
+    source chunk's text and start line): the linking line is cut from the chunk."""
+    lines = r[7].split("\n")
+    k = r[1] - r[8]
+    return LinkRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6],
+                   lines[k].strip() if 0 <= k < len(lines) else "")
+
 
 # -- the interface ----------------------------------------------------------------------
 class Store(Protocol):
@@ -153,6 +236,7 @@ class Store(Protocol):
     def touch_documents(self, updates: Sequence[tuple[int, int, int]]) -> None: ...
     def delete_documents(self, doc_ids: Sequence[int]) -> None: ...
     def add_document(self, doc: NewDocument) -> int: ...
+    def bulk_load(self) -> AbstractContextManager: ...  # around a load into an empty index
 
     # -- the legs: (chunk ids int64, scores float32), best first, -1 / -inf padded ------
     def bm25_topk(self, terms: Counter, n: int, flt: Filter | None = None): ...
@@ -166,6 +250,7 @@ class Store(Protocol):
     def documents(self) -> list[DocumentRow]: ...
     def heading_at(self, document_id: int, line: int) -> list[str]: ...
     def chunk_records(self) -> Iterator[dict]: ...
+    def export_documents(self) -> Iterator[NewDocument]: ...  # ids, vectors, terms kept
 
     # -- the vault: links, tags, language ------------------------------------------------
     def resolve_links(self) -> int: ...

@@ -129,6 +129,23 @@ class Resolver:
         return self.exact.get(_stem(name).casefold()) or self.resolve("", "wikilink", name)
 
 
+def relink(documents, links) -> list[tuple[int | None, int]]:
+    """(the document it names now, or None; link id) for each link whose target changed.
+    ``documents``: (id, root, path) rows; ``links``: (link id, root, source path, kind,
+    target as written, current target id) rows. Each folder is a vault of its own."""
+    paths: dict[str, dict[str, int]] = {}
+    for doc_id, root, path in documents:
+        paths.setdefault(root, {})[path] = doc_id
+    resolvers = {root: Resolver(docs) for root, docs in paths.items()}
+    changes = []
+    for link_id, root, source, kind, target, current in links:
+        found = resolvers[root].resolve(source, kind, target)
+        target_id = paths[root].get(found) if found else None
+        if target_id != current:
+            changes.append((target_id, link_id))
+    return changes
+
+
 def _stem(path: str) -> str:
     lower = path.lower()
     for ext in NOTE_EXTENSIONS:

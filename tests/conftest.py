@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from pg_server import pg_server, pg_url  # noqa: F401 - the PostgreSQL fixtures
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"

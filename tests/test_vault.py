@@ -1,6 +1,7 @@
 """Vault-native: links and backlinks, tags, dates, filters, the migration that fills them,
-and the language share. examples/vault/expected.json was written by the vault's author,
-blind to the code: what the tags, unresolved links and dates should be."""
+and the language share, on both stores (SQLite, and Postgres from tests/pg_server.py).
+examples/vault/expected.json was written by the vault's author, blind to the code: what
+the tags, unresolved links and dates should be."""
 
 from __future__ import annotations
 
@@ -22,9 +23,16 @@ VAULT = REPO / "examples" / "vault"
 EXPECTED = json.loads((VAULT / "expected.json").read_text(encoding="utf-8"))
 
 
-@pytest.fixture(scope="module")
-def vault_db(tmp_path_factory, shared_embedder):
-    db = tmp_path_factory.mktemp("vault") / "v.db"
+STORES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(scope="module", params=STORES)
+def vault_db(request, tmp_path_factory, shared_embedder):
+    """examples/vault indexed into each store by the indexer itself."""
+    if request.param == "postgres":
+        db = request.getfixturevalue("pg_url")
+    else:
+        db = tmp_path_factory.mktemp("vault") / "v.db"
     with Indexer(db, embedder=shared_embedder) as ix:
         stats = ix.index_paths([VAULT])
     return db, stats
@@ -101,6 +109,9 @@ def test_tags_command_and_nested_tag_filter(vault_db, capsys):
 
 
 def _tags_of(store, doc_id):
+    if hasattr(store, "conn"):  # Postgres
+        return [r[0] for r in store.conn.execute("SELECT tag FROM tags WHERE document = %s",
+                                                 (doc_id,))]
     return [r[0] for r in store.db.execute("SELECT tag FROM tags WHERE document = ?", (doc_id,))]
 
 

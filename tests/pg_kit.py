@@ -1,0 +1,89 @@
+"""Shared by the Postgres tests: a store-level snapshot that compares an index's content
+across stores, and the crash harness for the Postgres writer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from brainbot.db import open_store
+
+# meta keys that count commits or cache sums, not content
+VOLATILE_META = {"generation", "chunk_count", "length_sum"}
+
+
+def store_snapshot(target) -> dict:
+    """Everything that defines an index's content, independent of ids and of the store:
+    documents with their facts (date, tags, links as written), chunks with their vector
+    bytes, terms and language, the links as resolved, and meta."""
+    with open_store(target) as store:
+        docs, chunks, links = [], [], []
+        for d in store.export_documents():
+            facts = d.facts and (d.facts.date, d.facts.date_source,
+                                 tuple(sorted(d.facts.tags.items())), d.facts.links)
+            docs.append((d.root, d.path, d.sha256, d.size, d.mtime_ns, d.title,
+                         d.front_matter_json(), d.kind, tuple(d.warnings), repr(facts)))
+            for c in d.chunks:
+                rec = c.chunk.to_record()
+                chunks.append((d.path, rec["chunk_id"], rec["chunk_index"], repr(rec),
+                               c.text_sha256, c.length, c.vector.astype("<f4").tobytes(),
+                               tuple(sorted(c.terms.items())), c.english))
+        for d in store.documents():
+            links += [repr(x) for x in store.links_from(d.id)]
+        meta = {k: v for k, v in store.meta().items() if k not in VOLATILE_META}
+        df = store.doc_freqs(sorted({t for c in chunks for t, _ in c[7]}))
+    return {"documents": sorted(docs), "chunks": sorted(chunks), "links": sorted(links),
+            "meta": meta, "df": sorted((t, n) for t, n in df.items() if n > 0)}
+
+
+# Runs `brainbot` (cli.main) with the Postgres store's write points hooked, as
+# reliability_kit.HARNESS does for SQLite:
+#   BB_TEST_BATCH=n          chunks per write transaction
+#   BB_TEST_KILL_AT=where:n  SIGKILL at the n-th insert (queued, inside the batch's
+#                            transaction) or commit (after it)
+#   BB_TEST_PAUSE=s          sleep s seconds after each commit
+PG_HARNESS = r'''
+import os, signal, sys, time
+from contextlib import contextmanager
+
+import brainbot.indexer as ix
+from brainbot.pg_store import PostgresStore
+
+if os.environ.get("BB_TEST_BATCH"):
+    ix.BATCH_CHUNKS = int(os.environ["BB_TEST_BATCH"])
+where, _, n = os.environ.get("BB_TEST_KILL_AT", "").partition(":")
+pause = float(os.environ.get("BB_TEST_PAUSE", "0"))
+seen = {"insert": 0, "commit": 0}
+
+def tick(kind):
+    seen[kind] += 1
+    if kind == where and seen[kind] == int(n):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+insert = PostgresStore.add_document
+def _insert(self, doc):
+    out = insert(self, doc)
+    if seen["insert"] + 1 == int(n or 0) and where == "insert":
+        self._pending.flush(self.conn)  # the rows reach the server, uncommitted
+    tick("insert")
+    return out
+PostgresStore.add_document = _insert
+
+batch = PostgresStore.batch
+@contextmanager
+def _batch(self):
+    with batch(self):
+        yield
+    tick("commit")
+    if pause:
+        time.sleep(pause)
+PostgresStore.batch = _batch
+
+from brainbot.cli import main
+sys.exit(main(sys.argv[1:]))
+'''
+
+
+def write_pg_harness(folder: Path) -> Path:
+    path = folder / "pg_harness.py"
+    path.write_text(PG_HARNESS, encoding="utf-8")
+    return path

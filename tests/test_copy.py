@@ -1,0 +1,87 @@
+"""`brainbot copy` between two SQLite files (the Postgres directions are in
+test_pg_store.py and, with the vault's facts, test_pg_vault.py), and the store interface's additions for it on SQLite: documents and
+chunks written with given ids, export_documents, bulk_load; both stores implement every
+method of the Protocol."""
+
+from __future__ import annotations
+
+import pytest
+from pg_kit import store_snapshot
+from reliability_kit import snapshot
+
+from brainbot import lexical
+from brainbot.copying import copy_index
+from brainbot.db import open_store
+from brainbot.errors import IdentityMismatchError, InputError, StoreError
+from brainbot.store import Store
+
+
+def test_both_stores_implement_the_whole_protocol():
+    from brainbot.pg_store import PostgresStore
+    from brainbot.sqlite_store import SQLiteStore
+
+    wanted = {n for n in vars(Store) if not n.startswith("_")} | {"__enter__", "__exit__"}
+    wanted -= {"target"}  # an attribute set by __init__
+    for cls in (SQLiteStore, PostgresStore):
+        assert wanted - set(dir(cls)) == set(), cls.__name__
+
+
+def test_sqlite_copy_keeps_ids_and_content(tmp_path, examples_db):
+    dst = tmp_path / "copy.db"
+    stats = copy_index(examples_db, dst)
+    assert stats.chunks > 200 and stats.target == str(dst)
+    assert snapshot(dst) == snapshot(examples_db)
+    want = store_snapshot(examples_db)  # with each note's links, tags and date
+    assert want["links"] and all(d[-1] != "None" for d in want["documents"])
+    assert store_snapshot(dst) == want
+    with open_store(examples_db) as a, open_store(dst) as b:
+        ids = [d.id for d in a.documents()]
+        assert ids == [d.id for d in b.documents()]
+        terms = lexical.query_terms("sourdough starter")
+        ia, sa = a.bm25_topk(terms, 20)
+        ib, sb = b.bm25_topk(terms, 20)
+        assert ia.tolist() == ib.tolist() and sa.tobytes() == sb.tobytes()
+        assert b.integrity() == "ok"
+
+
+def test_copy_refusals(tmp_path, examples_db):
+    dst = tmp_path / "copy.db"
+    copy_index(examples_db, dst)
+    with pytest.raises(InputError, match="--replace"):
+        copy_index(examples_db, dst)
+    with pytest.raises(InputError, match="same index"):
+        copy_index(examples_db, examples_db)
+    import sqlean
+
+    conn = sqlean.connect(str(dst), isolation_level=None)
+    conn.execute("UPDATE meta SET value = 'other-embedder' WHERE key = 'embedder'")
+    conn.execute("DELETE FROM documents")
+    conn.close()
+    with pytest.raises(IdentityMismatchError, match="embedder"):
+        copy_index(examples_db, dst)
+    copy_index(examples_db, dst, replace=True)
+    assert snapshot(dst) == snapshot(examples_db)
+    empty = tmp_path / "empty.db"
+    with open_store(empty, write=True):
+        pass
+    with pytest.raises(StoreError, match="nothing to copy"):
+        copy_index(empty, tmp_path / "x.db")
+
+
+def test_sqlite_export_round_trips_through_add_document(tmp_path, examples_db):
+    """export_documents gives what add_document takes: a copy made by hand is the same."""
+    dst = tmp_path / "hand.db"
+    with open_store(examples_db) as src:
+        meta = src.meta()
+        docs = list(src.export_documents())
+    from brainbot.copying import identity_of
+
+    with open_store(dst, write=True) as store:
+        store.record_identity(identity_of(meta, "src"))
+        with store.bulk_load(), store.batch():
+            for d in docs:
+                store.add_document(d)
+            store.resolve_links()  # as copy_index does: links travel as written
+            store.set_meta("vault_refresh", meta.get("vault_refresh"))
+    assert snapshot(dst) == snapshot(examples_db)
+    assert store_snapshot(dst) == store_snapshot(examples_db)

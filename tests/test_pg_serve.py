@@ -1,0 +1,65 @@
+"""`brainbot watch` and `brainbot mcp` on a Postgres --db: a saved edit is seen and the
+index ends equal to a clean one; the MCP server answers a search through the real mcp
+client and picks up what another process commits, by the same generation counter as on
+SQLite. The SQLite versions are test_watch.py and test_mcp.py, whose helpers run here."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+from pg_kit import store_snapshot
+from test_mcp import session
+from test_watch import Running, wait_until
+
+from brainbot.copying import copy_index
+from brainbot.indexer import Indexer
+
+pytestmark = pytest.mark.postgres
+
+
+class RunningOnPostgres(Running):
+    def equals_clean_index(self, tmp_path):
+        clean = tmp_path / f"clean{len(self.reports)}.db"
+        with Indexer(clean, embedder=self.embedder) as ix:
+            ix.index_paths([self.root])
+        return store_snapshot(self.db) == store_snapshot(clean)
+
+
+def test_watch_sees_an_edit_on_postgres(pg_server, tmp_path, vault, shared_embedder):
+    url = pg_server.fresh_database("bb_pg_watch")
+    with RunningOnPostgres(vault, url, shared_embedder) as running:
+        assert "alpha.md" not in running.finds("kiwi harvest")
+        note = vault / "alpha.md"
+        note.write_text(note.read_text() + "\nThe kiwi harvest slipped to April.\n")
+        wait_until(lambda: "alpha.md" in running.finds("kiwi harvest"), "the edit")
+        wait_until(lambda: running.equals_clean_index(tmp_path), "a clean index")
+
+
+def test_mcp_searches_postgres_and_sees_another_writer(pg_server, examples_db, tmp_path,
+                                                       shared_embedder):
+    url = pg_server.fresh_database("bb_pg_mcp")
+    copy_index(examples_db, url)
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    (extra / "zeppelins.md").write_text("# Zeppelins\n\nThe zeppelin hangar at "
+                                        "Friedrichshafen is 240 metres long.\n")
+
+    async def body(s):
+        found = await s.call_tool("search", {"query": "sourdough starter feeding", "k": 3})
+        before = await s.call_tool("search", {"query": "zeppelin hangar", "mode": "bm25"})
+        with Indexer(url, embedder=shared_embedder) as ix:  # another writer commits
+            ix.index_paths([extra])
+        await anyio.sleep(0)
+        after = await s.call_tool("search", {"query": "zeppelin hangar", "mode": "bm25"})
+        status = await s.call_tool("status", {})
+        return found, before, after, status
+
+    err = tmp_path / "server.err"
+    found, before, after, status = session(url, body, errlog=err)
+    hits = found.structured_content["hits"]
+    assert not found.is_error and len(hits) == 3 and hits[0]["path"] == "cooking/sourdough.md"
+    assert hits[0]["stale"] is False and hits[0]["date"]
+    assert before.structured_content["hits"] == []
+    assert after.structured_content["hits"][0]["path"] == "zeppelins.md"
+    assert status.structured_content["documents"] == 33
+    assert "Traceback" not in err.read_text()
