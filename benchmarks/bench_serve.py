@@ -182,7 +182,7 @@ def main() -> int:
             out["search"][str(n)] = warm_search(db)
             print(f"warm MCP search, hybrid, {n:,} chunks: {out['search'][str(n)]}", flush=True)
         folder, db = Path(tmp) / "vault", Path(tmp) / "vault.db"
-        build_vault(folder, db, 1000 if args.quick else 5000)
+        build_vault(folder, db, 500 if args.quick else 2000)
         with __import__("brainbot.db", fromlist=["open_store"]).open_store(db) as store:
             out["watch_chunks"] = store.chunk_count()
         out["watch"] = save_to_searchable(folder, db, 5 if args.quick else 20)

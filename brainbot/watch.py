@@ -119,7 +119,7 @@ class Watcher:
         """Batches of changes as {root: relative note paths, or None for a full pass}.
         A folder gets a full pass once its watch is armed: at the start, and whenever it
         comes back after being deleted (its events in between were never seen)."""
-        from watchfiles import watch
+        from watchfiles import Change, watch
 
         armed: dict[Path, tuple[int, int]] = {}  # root -> the folder (dev, inode) watched
         while not self.stop.is_set():
@@ -133,11 +133,15 @@ class Watcher:
                 batch = self._classify(changes)
                 batch.update({r: None for r in present if r not in armed})
                 armed = dict(present)
+                gone = {r for r in present if (Change.deleted, str(r)) in changes}
+                for r in gone:
+                    armed.pop(r, None)  # whatever is there when we look again: a full pass
                 if batch:
                     yield batch
-                if {r: key for r in self.roots if (key := _folder(r))} != present:
+                if gone or {r: key for r in self.roots if (key := _folder(r))} != present:
                     break  # re-arm: a deleted folder silences its OS watcher for good,
-                    # even when one of the same name is back by now (another inode)
+                    # even when one of the same name is back by now (its inode may even
+                    # be the old one's, reused: hence the event, not only the inode)
 
     def _classify(self, changes) -> dict[Path, set[str] | None]:
         batch: dict[Path, set[str] | None] = {}

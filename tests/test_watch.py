@@ -157,3 +157,17 @@ def test_sigterm_stops_the_watcher_cleanly(tmp_path, vault):
             proc.kill()
     assert "Traceback" not in proc.stderr.read()
     assert len(snapshot(db)["documents"]) == 3
+
+
+def test_folder_replaced_at_once(running, tmp_path):
+    """Deleted and re-created before the watcher looks: the new folder may even reuse the
+    old one's inode, so only the deletion event tells the watcher to re-arm."""
+    saved = tmp_path / "saved2"
+    shutil.copytree(running.root, saved)
+    for attempt in range(3):
+        shutil.rmtree(running.root)
+        shutil.copytree(saved, running.root)
+        (running.root / f"fresh{attempt}.md").write_text(f"# F\n\nA loquat{attempt} tree.\n")
+        wait_until(lambda a=attempt: running.finds(f"loquat{a}") == [f"fresh{a}.md"],
+                   f"a note in the folder replaced (attempt {attempt})")
+    wait_until(lambda: running.equals_clean_index(tmp_path), "a clean index")
