@@ -253,3 +253,91 @@ def test_int8_is_close_but_not_exact(cache, reference):
     np.testing.assert_allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
     cos = _cosines(ours, ref)
     assert cos.min() > 0.95  # measured 0.978 on this machine (AVX2)
+
+
+# -- bit-for-bit fixture -------------------------------------------------------------
+# tests/data/embed_fixture.json holds the fp32 vectors the Embedder produced for
+# FIXTURE_TEXTS before the cold-start work (session options, cached optimized graph).
+# Any change that moves a single bit must bump EXPORT_VERSION and regenerate it with
+# `python tests/test_embed.py --write-fixture`, so that old indexes are refused.
+FIXTURE = Path(__file__).parent / "data" / "embed_fixture.json"
+_PROSE = (
+    "Sourdough needs a lively starter: feed it equal weights of flour and water, keep it "
+    "warm, and use it when it has doubled and smells sweet rather than sharp. The bulk "
+    "ferment takes four to six hours at room temperature; stretch and fold the dough every "
+    "half hour for the first two hours, then leave it alone until it is airy and jiggles. "
+    "Shape it gently, proof it in a floured basket overnight in the fridge, and bake it in "
+    "a preheated covered pot at 250 degrees for twenty minutes, then uncovered until the "
+    "crust is deep brown. Let it cool for an hour before cutting, or the crumb turns gummy. ")
+FIXTURE_TEXTS = (
+    "",
+    "a",
+    "hello world",
+    "The quick brown fox jumps over the lazy dog.",
+    _PROSE,  # ~150 wordpieces
+    _PROSE * 3,  # past 256 wordpieces: truncated
+    "Straße, Grüße aus München! Ça va? naïve café, Ångström, Ελληνικά, русский текст",
+    "机器学习是人工智能的一个分支。東京は日本の首都です。한국어 문장도 있습니다.",
+    "🚀🔥 launch day ✨ — 👩‍💻 shipping at 3 a.m.",
+    "def embed(texts):\n    \"\"\"Vectors.\"\"\"\n    return [tok.encode(t).ids for t in texts if t]\n",
+    "# Meeting notes\n\n| who | what |\n|---|---|\n| Ana | budget: $4,200 |\n\n- [ ] send invoice",
+    "   \n\t  ",
+    "https://example.com/a?b=1&c=%20 v2.3.4 42 °C 3.14e-10 !!!???...",
+)
+
+
+def _fixture_vectors(embedder_factory) -> dict[str, np.ndarray]:
+    """The fixture texts embedded as one call and each alone, as float32 arrays."""
+    together = embedder_factory().embed(list(FIXTURE_TEXTS))
+    alone_embedder = embedder_factory()
+    alone = np.stack([alone_embedder.embed([t])[0] for t in FIXTURE_TEXTS])
+    return {"batch": together, "alone": alone}
+
+
+def _encode(a: np.ndarray) -> str:
+    import base64
+
+    return base64.b64encode(np.ascontiguousarray(a, "<f4").tobytes()).decode("ascii")
+
+
+def _decode(s: str) -> np.ndarray:
+    import base64
+
+    return np.frombuffer(base64.b64decode(s), "<f4").reshape(len(FIXTURE_TEXTS), DIMENSION)
+
+
+def write_fixture() -> None:
+    import hashlib
+
+    from brainbot.export import EXPORT_VERSION
+
+    vectors = _fixture_vectors(Embedder)
+    record = {"about": "fp32 vectors of FIXTURE_TEXTS in tests/test_embed.py, base64 of "
+                       "little-endian float32, shape (texts, 384)",
+              "export_version": EXPORT_VERSION, "fingerprint": Embedder().fingerprint,
+              "texts": list(FIXTURE_TEXTS),
+              "sha256": {k: hashlib.sha256(v.astype("<f4").tobytes()).hexdigest()
+                         for k, v in vectors.items()},
+              **{k: _encode(v) for k, v in vectors.items()}}
+    FIXTURE.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def test_vectors_bit_identical_to_fixture(cache):
+    from brainbot.export import EXPORT_VERSION
+
+    record = json.loads(FIXTURE.read_text(encoding="utf-8"))
+    assert record["texts"] == list(FIXTURE_TEXTS), "fixture texts changed: regenerate it"
+    assert record["export_version"] == EXPORT_VERSION, (
+        "EXPORT_VERSION was bumped: regenerate the fixture with "
+        "`python tests/test_embed.py --write-fixture`")
+    got = _fixture_vectors(Embedder)
+    for how in ("batch", "alone"):
+        want = _decode(record[how])
+        differ = [FIXTURE_TEXTS[i][:30] for i in range(len(want))
+                  if want[i].tobytes() != got[how][i].astype("<f4").tobytes()]
+        assert not differ, f"{how}: vectors moved for {differ}; bump EXPORT_VERSION"
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--write-fixture"]:
+    write_fixture()
+    print(f"wrote {FIXTURE}")
