@@ -1,22 +1,23 @@
 """The onnxruntime session of the Embedder, made quick to create.
 
-Over the plain export a session took about 100 ms to create here (2 cores): parsing
-90 MB of protobuf, copying the weights, optimizing the graph. onnxruntime can save the
-graph it optimized, with the weights in an external data file that it then maps instead
-of copying. Loaded with graph optimizations off, such a file gave a session in about
-32 ms and bit-identical vectors (measured; the pre-optimized graph with its weights
-inline took 100 ms, onnxruntime's ORT format 140 ms). So the first session on a machine
-saves the optimized graph beside the export, checks it bit-for-bit against the export,
-and later sessions load it.
+Creating a session over the plain export took 128 ms here (2 cores, median of 7 idle
+runs): parsing 90 MB of protobuf and copying the weights, then packing the MatMul
+weights for the CPU's GEMM; optimizing the graph itself was only ~3 ms of it (the same
+graph saved pre-optimized, weights inline, loaded with optimizations off: 125 ms; in
+onnxruntime's ORT format: 160 ms). What helps is onnxruntime saving the optimized graph
+with its weights in an external data file, which it maps instead of copying (40 ms),
+and the packed weights saved there too (23 ms). Vectors stay bit-identical.
 
-The optimized graph holds the fusions this onnxruntime chose on this CPU (onnxruntime
-warns that a graph optimized at its highest level can be hardware specific), so its file
+So the first session on a machine saves that graph beside the export, checks it
+bit-for-bit against a session over the export, and later sessions load it with graph
+optimizations off. It holds fusions this onnxruntime chose and weights packed for this
+CPU's kernels (onnxruntime warns that such a graph is hardware specific), so its file
 name and sidecar carry the export's key (weights sha256, precision, EXPORT_VERSION), the
 onnxruntime version and package, the CPU architecture and its flags (all of it in the
-sidecar, compared field for field); a file made elsewhere is never used. Its two files are trusted like the export: sha256
-recorded at creation, checked by stat afterwards (model.sha256_matches). When the graph
-cannot be made or does not match bit-for-bit, that outcome is recorded and the plain
-export is used, with today's options.
+sidecar, compared field for field): a file made elsewhere is never used. Its two files
+are trusted like the export, sha256 recorded at creation and checked by stat afterwards
+(model.sha256_matches). When the graph cannot be made or does not match bit-for-bit, that
+outcome is recorded and the plain export is used, optimized at load as before.
 
 This module does not build the export (export.py) or tokenize (embed.py).
 """
@@ -36,7 +37,7 @@ from .export import EXPORT_VERSION, cache_name, check_batch, onnx_path
 from .model import cache_dir, sha256_file, sha256_matches, weights_sha256
 
 # Bump when the way the optimized graph is made or checked changes.
-FORMAT = 1
+FORMAT = 2  # 2: prepacked weights saved too
 # Initializers above this many bytes go to the external data file (all the weight
 # matrices and tables); the small constants stay inline in the graph.
 EXTERNAL_MIN_BYTES = 1024
@@ -87,11 +88,14 @@ def _expected(precision: str) -> dict:
 def session_options(threads: int, optimize: bool):
     """Options for our sessions; ``optimize`` False for an already optimized graph.
 
-    Measured here, session creation and vectors with the pre-optimized graph: one
-    intra-op thread, no spinning, the arena or memory patterns off, or the env allocators
-    changed creation time by less than the noise (±5 ms) and slowed the first runs or
-    not at all; disabling weight prepacking saved 20 ms but moved vectors by 2e-7, so it
-    stays on.
+    Measured with the pre-optimized graph (median of 7 idle runs; creation 40 ms, first
+    query 5.6 ms with these options): ORT_ENABLE_BASIC at load, one intra-op thread, no
+    spinning, arena and memory patterns off, the env allocators: creation within 1 ms
+    of it, and the first query as fast or up to 1.8 ms slower (one thread, no spinning);
+    a whole `brainbot query` without spinning 0.265 s against 0.271 s, inside the noise.
+    Disabling weight prepacking made creation 6 ms but moved vectors by 2e-7, and a
+    short query ran 35 % slower (4.8 ms against 3.6), so it stays on. ``session.use_ort_model_bytes_directly``
+    crashed from Python (the binding does not keep the bytes alive).
     """
     import onnxruntime as ort
 
@@ -183,6 +187,10 @@ def _save_and_check(source: Path, graph: Path, data: Path, threads: int) -> dict
                                      data.name)
     options.add_session_config_entry(
         "session.optimized_model_external_initializers_min_size_in_bytes", str(EXTERNAL_MIN_BYTES))
+    # The MatMul weights as the CPU kernels want them (packed for this CPU's GEMM), saved
+    # too: loading maps them instead of packing again. Measured: session 23 ms instead of
+    # 41 ms, bit-identical vectors; the data file grows from 90 to 133 MB.
+    options.add_session_config_entry("session.save_external_prepacked_constant_initializers", "1")
     providers = ["CPUExecutionProvider"]
     try:
         reference = ort.InferenceSession(str(source), options, providers=providers)
