@@ -5,7 +5,8 @@ What is measured, in one run on one machine:
 - **whole process** — ``brainbot query TEXT --db DB --mode hybrid`` and ``--mode bm25``
   (text output to /dev/null), each a fresh interpreter: the wall time a user waits. The
   median of --runs runs each, interleaved with the anchors so that load on a shared
-  machine hits all of them alike. One warm-up round first, not counted (page cache, and
+  machine hits all of them alike, and each started only once the CPUs have been at least
+  90 % idle for 0.5 s (--min-idle; the machine is shared). One warm-up round first, not counted (page cache, and
   the one-time creation of cached files such as the pre-optimized graph).
 - **anchors** — ``python -c pass`` and ``python -c 'import numpy, onnxruntime'``: the
   floor any brainbot built on them pays.
@@ -13,7 +14,9 @@ What is measured, in one run on one machine:
   imports (numpy, onnxruntime, brainbot.cli, brainbot.search), opening the index, loading
   its vectors, the bm25 search, the model files check, the tokenizer, the onnxruntime
   session (before session.py: the export's sha256 check, then the session), the first
-  query embedding and the hybrid search after it. The median of --runs such processes.
+  query embedding and the hybrid search after it; and, by the wall clock, interpreter
+  start before the first stage and the exit after the last. The median of --runs such
+  processes.
 - **importtime** — ``python -X importtime -m brainbot query … --mode hybrid``, one run:
   the import time of each package (the sum of its modules' own times), and each brainbot
   module's own and cumulative time.
@@ -131,7 +134,36 @@ def commands(db: Path, query: str, baseline: Path | None) -> dict[str, tuple[lis
     return cmds
 
 
-def run_once(argv: list[str], env: dict, cwd: Path) -> float:
+IDLE_SEEN: list[float] = []  # the idle share measured before each timed run
+
+
+def _cpu_times() -> tuple[int, int]:
+    """(idle, total) jiffies of all CPUs since boot, from /proc/stat (Linux)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return fields[3] + fields[4], sum(fields)  # idle + iowait
+
+
+def wait_for_idle(min_idle: float, window: float = 0.5, timeout: float = 120.0) -> float:
+    """Block until the CPUs were at least ``min_idle`` idle over ``window`` seconds.
+
+    On a shared machine this takes each sample in a quiet moment instead of averaging
+    over whatever else runs. Returns the idle share seen (lower when timed out).
+    """
+    if min_idle <= 0 or not Path("/proc/stat").is_file():
+        return float("nan")
+    deadline = time.monotonic() + timeout
+    while True:
+        idle0, total0 = _cpu_times()
+        time.sleep(window)
+        idle1, total1 = _cpu_times()
+        share = (idle1 - idle0) / max(1, total1 - total0)
+        if share >= min_idle or time.monotonic() > deadline:
+            IDLE_SEEN.append(share)
+            return share
+
+
+def run_once(argv: list[str], env: dict, cwd: Path, min_idle: float = 0.0) -> float:
+    wait_for_idle(min_idle)
     t0 = time.perf_counter()
     done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                           env=env, cwd=cwd)
@@ -141,13 +173,14 @@ def run_once(argv: list[str], env: dict, cwd: Path) -> float:
     return seconds
 
 
-def whole_processes(cmds: dict[str, tuple[list[str], dict]], runs: int, cwd: Path) -> dict:
+def whole_processes(cmds: dict[str, tuple[list[str], dict]], runs: int, cwd: Path,
+                    min_idle: float) -> dict:
     for argv, env in cmds.values():  # warm-up round, not counted
         run_once(argv, env, cwd)
     times: dict[str, list[float]] = {name: [] for name in cmds}
     for _ in range(runs):
         for name, (argv, env) in cmds.items():
-            times[name].append(run_once(argv, env, cwd))
+            times[name].append(run_once(argv, env, cwd, min_idle))
     return {name: {"median_s": round(statistics.median(ts), 4),
                    "runs_s": [round(t, 4) for t in ts]} for name, ts in times.items()}
 
@@ -159,6 +192,7 @@ def whole_processes(cmds: dict[str, tuple[list[str], dict]], runs: int, cwd: Pat
 # that the installed brainbot cannot do is reported as null.
 BREAKDOWN = r"""
 import json, sys, time
+started = time.time()
 db, query = sys.argv[1], sys.argv[2]
 out = {}
 def stage(name, fn):
@@ -200,18 +234,29 @@ e = embed.Embedder()
 e._tokenizer, e._session = tok, sess
 qvec = stage("first embedding", lambda: e.embed_query(query))
 stage("hybrid search", lambda: searcher.search(query, 10, mode="hybrid", qvec=qvec))
-print(json.dumps(out))
+out["started_at"] = started
+out["ended_at"] = time.time()
+print(json.dumps(out), flush=True)
 """
 
 
-def breakdown(db: Path, query: str, runs: int, envs: dict[str, dict], cwd: Path) -> dict:
+def breakdown(db: Path, query: str, runs: int, envs: dict[str, dict], cwd: Path,
+              min_idle: float) -> dict:
     """Median seconds of each stage over ``runs`` fresh interpreters, per environment."""
     samples: dict[str, list[dict]] = {name: [] for name in envs}
     for _ in range(runs):
         for name, env in envs.items():
+            wait_for_idle(min_idle)
+            launched = time.time()
             done = subprocess.run(python_cmd("-c", BREAKDOWN, str(db), query), capture_output=True,
                                   text=True, check=True, env=env, cwd=cwd)
-            samples[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+            finished = time.time()
+            row = json.loads(done.stdout.strip().splitlines()[-1])
+            # Wall clock across processes: interpreter start before the first stage, and
+            # the teardown (onnxruntime, numpy, sqlite) after the last.
+            row = {"interpreter start": row.pop("started_at") - launched, **row}
+            row["exit"] = finished - row.pop("ended_at")
+            samples[name].append(row)
     out = {}
     for name, rows in samples.items():
         stages = [k for k in rows[0] if k != "errors"]
@@ -270,6 +315,11 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path, metavar="DIR",
                     help="also time the brainbot package in DIR (e.g. `git archive` of an "
                          "earlier commit), interleaved, under the same load")
+    ap.add_argument("--baseline-label", default="", metavar="TEXT",
+                    help="what the baseline is (say, its commit), recorded in the results")
+    ap.add_argument("--min-idle", type=float, default=0.9, metavar="SHARE",
+                    help="before each timed run, wait (up to 2 min) until the CPUs were this "
+                         "idle over 0.5 s; 0 to not wait (default 0.9)")
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--build-only", action="store_true")
     args = ap.parse_args()
@@ -284,13 +334,18 @@ def main() -> None:
     cmds = commands(db, args.query, baseline)
     result["commands"] = {k: " ".join(argv) + (" (PYTHONPATH=baseline)" if "baseline" in k else "")
                           for k, (argv, _) in cmds.items()}
-    result["whole_process"] = whole_processes(cmds, args.runs, db.parent)
+    result["min_idle"] = args.min_idle
+    result["whole_process"] = whole_processes(cmds, args.runs, db.parent, args.min_idle)
     envs = {"current": child_env(None)} | ({"baseline": child_env(baseline)} if baseline else {})
-    result["breakdown"] = breakdown(db, args.query, args.runs, envs, db.parent)
+    result["breakdown"] = breakdown(db, args.query, args.runs, envs, db.parent, args.min_idle)
     result["importtime"] = {name: importtime(db, args.query, env, db.parent)
                             for name, env in envs.items()}
     if baseline:
-        result["baseline"] = str(baseline)
+        result["baseline"] = {"dir": str(baseline), "label": args.baseline_label}
+    if IDLE_SEEN:
+        result["idle_share_before_runs"] = {
+            "min": round(min(IDLE_SEEN), 3), "median": round(statistics.median(IDLE_SEEN), 3),
+            "runs_started_below_min_idle": sum(1 for x in IDLE_SEEN if x < args.min_idle)}
     result["targets_s"] = TARGETS
     result["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     args.out.parent.mkdir(parents=True, exist_ok=True)
