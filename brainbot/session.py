@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import time
 import zlib
 from functools import lru_cache
 from pathlib import Path
@@ -41,6 +42,9 @@ FORMAT = 2  # 2: prepacked weights saved too
 # Initializers above this many bytes go to the external data file (all the weight
 # matrices and tables); the small constants stay inline in the graph.
 EXTERNAL_MIN_BYTES = 1024
+# A graph that onnxruntime failed to make is tried again after a day; making it
+# costs about 0.35 s (measured), too much to retry in every query process.
+RETRY_AFTER_S = 24 * 3600
 
 
 @lru_cache(maxsize=1)
@@ -134,7 +138,11 @@ def optimized_path(precision: str, threads: int) -> Path | None:
         meta = None
     if isinstance(meta, dict) and {k: meta.get(k) for k in _expected(precision)} == _expected(precision):
         if meta.get("usable") is False:
-            return None
+            # Vectors that differ will differ again; an error (a full disk, say) may not.
+            failed_at = meta.get("made_at") if isinstance(meta.get("made_at"), int) else 0
+            if not meta.get("error") or time.time() - failed_at < RETRY_AFTER_S:
+                return None
+            return make_optimized(precision, threads)
         files = meta.get("sha256") or {}
         if (isinstance(files.get("graph"), str) and isinstance(files.get("data"), str)
                 and sha256_matches(path, files["graph"]) and sha256_matches(data, files["data"])):
@@ -162,7 +170,7 @@ def make_optimized(precision: str, threads: int) -> Path | None:
         with tempfile.TemporaryDirectory(dir=folder, prefix=".optimize-") as tmp:
             graph = Path(tmp) / final.name
             data = graph.with_name(graph.name + ".data")
-            meta = _expected(precision) | {"source": source.name}
+            meta = _expected(precision) | {"source": source.name, "made_at": int(time.time())}
             meta |= _save_and_check(source, graph, data, threads)
             sidecar = Path(tmp) / "meta.json"
             sidecar.write_text(json.dumps(meta, indent=2) + "\n")
@@ -199,7 +207,7 @@ def _save_and_check(source: Path, graph: Path, data: Path, threads: int) -> dict
         same = all(np.array_equal(_run(reference, ids, mask), _run(candidate, ids, mask))
                    for ids, mask in _check_inputs())
     except Exception as exc:  # onnxruntime's errors share no common base class
-        return {"usable": False, "reason": f"onnxruntime: {exc}"[:500]}
+        return {"usable": False, "error": True, "reason": f"onnxruntime: {exc}"[:500]}
     if not same:
         return {"usable": False, "reason": "vectors differ from the export's"}
     return {"usable": True, "sha256": {"graph": sha256_file(graph), "data": sha256_file(data)}}

@@ -334,6 +334,21 @@ def test_graph_that_differs_is_refused_and_remembered(cache, tmp_path, monkeypat
     assert Path(s._model_path).name == export.cache_name("fp32")
 
 
+def test_an_onnxruntime_error_is_retried_a_day_later(cache, tmp_path, monkeypatch):
+    monkeypatch.setenv("BRAINBOT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(session, "_save_and_check", lambda *a: {
+        "usable": False, "error": True, "reason": "onnxruntime: No space left on device"})
+    assert session.optimized_path("fp32", 2) is None
+    made = []
+    monkeypatch.setattr(session, "make_optimized", lambda *a: made.append(a))
+    assert session.optimized_path("fp32", 2) is None and made == []
+    sidecar = _optimized_files(tmp_path)[2]
+    meta = json.loads(sidecar.read_text())
+    sidecar.write_text(json.dumps(meta | {"made_at": meta["made_at"] - session.RETRY_AFTER_S}))
+    session.optimized_path("fp32", 2)
+    assert made == [("fp32", 2)]
+
+
 def test_unwritable_cache_still_embeds(cache, tmp_path, monkeypatch):
     monkeypatch.setenv("BRAINBOT_CACHE_DIR", str(tmp_path))
     for name in (export.cache_name("fp32"), export.cache_name("fp32") + ".json"):
