@@ -207,9 +207,41 @@ def cjk_section() -> str:
         "figures cannot move with the analyzer (checked: the same nDCG@10 in every mode)."])
 
 
+def coldstart_section() -> str:
+    cs = _load("coldstart.json")
+    if not cs:
+        return ""
+    wp = cs["whole_process"]
+    ms = lambda s: "—" if s is None else f"{1000 * s:.0f}"  # noqa: E731
+    rows = []
+    for mode in ("hybrid", "bm25"):
+        before = wp.get(f"{mode} (baseline)", {}).get("median_s")
+        rows.append([f"`brainbot query --mode {mode}`", ms(before), f"**{ms(wp[mode]['median_s'])}**",
+                     f"≤ {ms(cs['targets_s'][mode])}"])
+    for anchor in ("python -c 'import numpy, onnxruntime'", "python -c pass"):
+        rows.append([f"`{anchor}`", "", ms(wp[anchor]["median_s"]), ""])
+    stages = cs["breakdown"]["current"]["median_s"]
+    base = cs["breakdown"].get("baseline", {}).get("median_s", {})
+    names = list(dict.fromkeys(list(base) + list(stages)))
+    brk = [[name, ms(base.get(name)), ms(stages.get(name))] for name in names]
+    load = cs["load_average_start"][0], cs["load_average_end"][0]
+    before = cs.get("baseline", {}).get("label") or "the baseline checkout"
+    return "\n".join([
+        "### Cold start",
+        f"`python benchmarks/bench_coldstart.py --baseline DIR` — `brainbot query` as whole "
+        f"processes on an index of {cs['chunks']:,} chunks (NFCorpus + Rust design-meeting "
+        f"minutes), median of {cs['runs']} runs each, before ({before}) and now interleaved, "
+        f"each run started once the CPUs had been ≥ {cs.get('min_idle', 0):.0%} idle for "
+        f"0.5 s. Load average {load[0]} at the start, {load[1]} at the end.", "",
+        _table(["command", "before ms", "now ms", "target ms"], rows), "",
+        "Where a hybrid query's time goes, stage by stage in one fresh process (median ms; "
+        "\"session\" now includes finding and checking the pre-optimized graph, see "
+        "`brainbot/session.py`):", "", _table(["stage", "before", "now"], brk)])
+
+
 def build() -> str:
     parts = [p for p in (eval_section(), cjk_section(), search_section(), embed_section(),
-                         chunking_section(), index_section()) if p]
+                         chunking_section(), index_section(), coldstart_section()) if p]
     return "## Results\n\nMachine: 2-core AMD EPYC VM, 24 GB, shared and noisy; every " \
            "figure is from one run of the command named, anchors side by side.\n\n" + \
            "\n\n".join(parts)

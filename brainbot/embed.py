@@ -4,7 +4,8 @@
 wordpieces, special tokens included, exactly as sentence-transformers does), sorts the
 texts by token count, pads each batch to its longest text, runs the ONNX graph from
 ``export.py`` (which pools and L2-normalises) and returns the vectors in input order.
-Nothing is loaded before the first call.
+Nothing is loaded before the first call; the session comes from ``session.py``, over a
+pre-optimized copy of the graph that gives bit-identical vectors.
 
 This module does not chunk: texts longer than 256 wordpieces are truncated (counted in
 ``texts_truncated``); keeping chunks within the budget is the chunker's job. It does not
@@ -21,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import InputError
-from .export import EXPORT_VERSION, PRECISIONS, onnx_path
+from .export import EXPORT_VERSION, PRECISIONS
 from .model import DIMENSION, MAX_TOKENS, MODEL_ID, weights_sha256
 
 # Measured on this machine (2 cores, ~200-word chunks): batches of about 8 sorted by
@@ -85,18 +86,11 @@ class Embedder:
     def _load(self):
         with self._lock:
             if self._session is None:
-                import onnxruntime as ort
-
                 from .model import load_tokenizer
+                from .session import open_session
 
-                options = ort.SessionOptions()
-                options.intra_op_num_threads = self.threads or physical_cores()
-                options.inter_op_num_threads = 1
-                options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-                options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
                 self._tokenizer = load_tokenizer(max_length=MAX_TOKENS, truncate=True)
-                self._session = ort.InferenceSession(
-                    str(onnx_path(self.precision)), options, providers=["CPUExecutionProvider"])
+                self._session = open_session(self.precision, self.threads or physical_cores())
         return self._tokenizer, self._session
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:

