@@ -71,9 +71,16 @@ def brainbot_cmd() -> list[str]:
 
 
 def default_db() -> Path:
+    """Under the cache folder, named by the index identity of the code under test: an
+    index built by other code (another chunker or analyzer) is never reused."""
     from brainbot.export import cache_dir
 
-    return cache_dir() / "bench" / "coldstart-nfcorpus-design-minutes.db"
+    try:
+        from brainbot.identity import current
+        tag = "-" + current().fingerprint()
+    except ImportError:  # a checkout from before identity.py
+        tag = ""
+    return cache_dir() / "bench" / f"coldstart-nfcorpus-design-minutes{tag}.db"
 
 
 def chunk_count(db: Path) -> int:
@@ -210,7 +217,8 @@ stage("import brainbot.search", lambda: __import__("brainbot.search"))
 from brainbot import embed, model
 from brainbot.search import Searcher
 searcher = stage("open index", lambda: Searcher(db))
-stage("load vectors", lambda: searcher._load())
+stage("load vectors", lambda: searcher._load() if hasattr(searcher, "_load") else (
+    searcher.store.refresh(), searcher.store.index.ensure_matrix()))
 stage("bm25 search", lambda: searcher.search(query, 10, mode="bm25"))
 stage("model files check", model.verified_model_dir)
 tok = stage("tokenizer", lambda: model.load_tokenizer(max_length=model.MAX_TOKENS, truncate=True))

@@ -139,7 +139,8 @@ def optimized_path(precision: str, threads: int) -> Path | None:
     if isinstance(meta, dict) and {k: meta.get(k) for k in _expected(precision)} == _expected(precision):
         if meta.get("usable") is False:
             # Vectors that differ will differ again; an error (a full disk, say) may not.
-            failed_at = meta.get("made_at") if isinstance(meta.get("made_at"), int) else 0
+            made_at = meta.get("made_at")
+            failed_at = made_at if isinstance(made_at, int) else 0
             if not meta.get("error") or time.time() - failed_at < RETRY_AFTER_S:
                 return None
             return make_optimized(precision, threads)
