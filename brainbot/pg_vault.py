@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from .store import DocumentRow, Filter, LinkRow, exported_facts, link_row
-from .vault import Resolver, relink
 
 _LINK_COLUMNS = ("s.path, l.line, l.kind, l.target, l.target_heading, l.alias, t.path, "
                  "c.source_text, c.start_line")
@@ -55,6 +54,8 @@ class PgVault:
     def resolve_links(self) -> int:
         """Point every link at the note it names now; returns how many changed."""
         self._flushed()
+        from .vault import relink  # imported here: a query never pays for vault/inline
+
         changes = relink(
             self.conn.execute("SELECT id, root, path FROM documents").fetchall(),
             self.conn.execute("SELECT l.id, d.root, d.path, l.kind, l.target, "
@@ -98,6 +99,7 @@ class PgVault:
     def find_note(self, note: str) -> DocumentRow:
         """A note named by path or like a wikilink; NotFoundError when none is."""
         from .errors import NotFoundError
+        from .vault import Resolver
 
         paths = [r[0] for r in self.conn.execute(
             "SELECT path FROM documents WHERE kind = 'note'")]

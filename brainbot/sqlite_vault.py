@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .store import Filter, LinkRow, exported_facts, fact_rows, link_row
-from .vault import Resolver, relink
 
 _LINK_COLUMNS = ("s.path, l.line, l.kind, l.target, l.target_heading, l.alias, t.path, "
                  "c.source_text, c.start_line")
@@ -51,6 +50,8 @@ class VaultTables:
 
     def resolve_links(self) -> int:
         """Point every link at the note it names now; returns how many changed."""
+        from .vault import relink  # imported here: a query never pays for vault/inline
+
         changes = relink(
             self.db.execute("SELECT id, root, path FROM documents").fetchall(),
             self.db.execute("SELECT l.id, d.root, d.path, l.kind, l.target, l.target_document "
@@ -122,6 +123,7 @@ class VaultTables:
     def find_note(self, note: str):
         """A note named by path or like a wikilink; NotFoundError when none is."""
         from .errors import NotFoundError
+        from .vault import Resolver
 
         paths = [r[0] for r in self.db.execute("SELECT path FROM documents WHERE kind = 'note'")]
         found = Resolver(paths).note(note.strip())

@@ -17,12 +17,14 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from .identity import IndexIdentity
-from .vault import NoteFacts, NoteLink, normal_tag
+
+if TYPE_CHECKING:  # vault.py (and inline.py under it) costs ~14 ms: a query never needs it
+    from .vault import NoteFacts
 
 
 # -- records ---------------------------------------------------------------------------
@@ -149,8 +151,11 @@ class Filter:
                    if (not self.path_glob or fnmatch.fnmatchcase(path, self.path_glob))
                    and (not self.since or (date or "") >= self.since)
                    and (not self.before or (date or "9999") < self.before)}
-        for tag in self.tags:
-            allowed &= tagged(normal_tag(tag))
+        if self.tags:
+            from .vault import normal_tag
+
+            for tag in self.tags:
+                allowed &= tagged(normal_tag(tag))
         if self.linked_to:
             allowed &= linked(self.linked_to)
         return sorted(allowed)
@@ -182,6 +187,8 @@ def exported_facts(docs, links, tags) -> dict[int, NoteFacts | None]:
     ((document, chunk_index, line, kind, target, heading, alias), in the order written)
     and its tags ((document, tag, source)). None for a document with none (a dataset
     record; a note not yet re-read after migration 4), as the indexer writes them."""
+    from .vault import NoteFacts, NoteLink
+
     by_links: dict[int, list[NoteLink]] = defaultdict(list)
     for r in links:
         by_links[r[0]].append(NoteLink(*r[1:7]))
