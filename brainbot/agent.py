@@ -101,8 +101,9 @@ def _ask(text: str, searcher, *, k, model, show_context, stream, client, max_ste
         return params
     score = searcher.best_cosine(qvec)
     near = nearest(first, hits, text)
-    client = client or claude.make_client()
-    if not claude.has_credentials(client):
+    if client is None and claude.may_have_credentials():
+        client = claude.make_client()
+    if client is None or not claude.has_credentials(client):
         from .extractive import extractive_answer
 
         return extractive_answer(text, searcher=searcher, hits=hits, passages=first,

@@ -10,6 +10,8 @@ messages. This module knows nothing of notes or answers.
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 from .errors import AnswerError
 
@@ -36,6 +38,19 @@ def make_client():
     except anthropic.AnthropicError as exc:  # a broken profile the user configured
         raise AnswerError(f"the Anthropic SDK cannot load its credentials: "
                           f"{' '.join(str(exc).split())[:200]}") from None
+
+
+def may_have_credentials() -> bool:
+    """Whether the SDK could find credentials, decided without importing it (its import
+    is most of an offline ``ask``'s start-up): it reads them only from ANTHROPIC_*
+    environment variables and from its config directory (``~/.config/anthropic``,
+    ``%APPDATA%\\Anthropic``). False means none; True means ask the SDK."""
+    if any(name.startswith("ANTHROPIC_") for name in os.environ):
+        return True
+    if sys.platform == "win32":
+        base = Path(os.environ.get("APPDATA") or Path.home() / "AppData" / "Roaming")
+        return (base / "Anthropic").exists()
+    return (Path.home() / ".config" / "anthropic").exists()
 
 
 def has_credentials(client) -> bool:

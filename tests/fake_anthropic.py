@@ -246,10 +246,7 @@ def no_credentials(monkeypatch, home: Path) -> None:
     """Leave the SDK nothing to authenticate with: no key or token in the environment, no
     profile or federation settings, and an empty home for its config lookup (the
     brainbot export cache stays where it was)."""
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_PROFILE",
-                 "ANTHROPIC_CONFIG_DIR", "ANTHROPIC_IDENTITY_TOKEN",
-                 "ANTHROPIC_IDENTITY_TOKEN_FILE", "ANTHROPIC_FEDERATION_RULE_ID",
-                 "ANTHROPIC_ORGANIZATION_ID"):
+    for name in [n for n in os.environ if n.startswith("ANTHROPIC_")]:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME",
                        os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache"))

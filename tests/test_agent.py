@@ -12,6 +12,8 @@ import json
 import logging
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -462,6 +464,29 @@ def test_without_a_key_the_answer_is_extractive(searcher, monkeypatch, tmp_path)
     answer = ask(QUESTION, db=searcher.db_path, searcher=searcher)
     assert answer.mode == "extractive" and not answer.refused and answer.steps == 0
     assert format_answer(answer).startswith("extractive answer (no API key)")
+
+
+def test_credentials_precheck_follows_the_sdk_lookup(monkeypatch, tmp_path):
+    from brainbot.claude import may_have_credentials
+
+    no_credentials(monkeypatch, tmp_path)
+    assert not may_have_credentials()
+    monkeypatch.setenv("ANTHROPIC_PROFILE", "work")
+    assert may_have_credentials()
+    monkeypatch.delenv("ANTHROPIC_PROFILE")
+    (tmp_path / ".config" / "anthropic").mkdir(parents=True)
+    assert may_have_credentials()  # a profile on disk: the SDK decides
+
+
+def test_offline_ask_does_not_import_the_sdk(examples_db, monkeypatch, tmp_path):
+    """Importing anthropic was most of an offline ask's start-up (~2 s cold)."""
+    no_credentials(monkeypatch, tmp_path)
+    code = ("import sys; from brainbot.agent import ask; "
+            f"a = ask({QUESTION!r}, db={str(examples_db)!r}); "
+            "print(a.mode, 'anthropic' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["extractive", "False"]
 
 
 def test_cli_show_context_prints_json(examples_db, capsys, monkeypatch, tmp_path):
