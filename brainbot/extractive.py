@@ -75,7 +75,11 @@ EMBED_CHARS = 400  # of a unit, for its vector: ~100 wordpieces; bounds a huge r
 # correctly / wrongly, near misses answered): 1.00 dev 54 % / 6 %, 3 of 12, rust 55 % /
 # 14 %, 1 of 6; 1.07 dev 52 % / 2 %, 1 of 12, rust 41 % / 5 %, 1 of 6; 1.15 dev 42 % / 2 %,
 # rust 23 % / 9 %. A wrong answer costs a reader more than closest passages holding the
-# fact, so the cut sits where wrong answers and answered near misses first drop.
+# fact, so the cut sits where wrong answers and answered near misses first drop. Also
+# tried, on the tuning sets with every unit's features replayed: a coverage weight of
+# 0.75-2.0 with the cut re-chosen, a gate on the rarest missing question term, and
+# separate cuts for questions with a hard answer type; none did better (typed 0.85,
+# others 1.10: dev 58 % / 4 %, 2 of 12 near misses; rust 50 % / 9 %, 1 of 6).
 SUPPORT_MIN = 1.07
 # No unit at all scores this -> nothing relevant (not_found), though retrieval returned
 # something. Tuning sets: answerable questions whose fact was retrieved score 0.63 and up;

@@ -31,24 +31,21 @@ from .pg_legs import PgLegs
 from .pg_vault import PgVault
 from .pg_write import Pending
 from .sqlite_store import now_iso
-from .store import ChunkRow, DocState, DocumentRow, Filter, NewDocument
+from .store import (
+    CHUNK_COLUMNS,
+    CHUNK_RECORDS_SQL,
+    DOC_COLUMNS,
+    ChunkRow,
+    DocState,
+    DocumentRow,
+    Filter,
+    NewDocument,
+    chunk_record,
+    chunk_row,
+    document_row,
+)
 
-_DOC_COLUMNS = ("d.id, d.root, d.path, d.sha256, d.size, d.mtime_ns, d.title, d.kind, "
-                "d.warnings, d.date, d.date_source")
-_CHUNK_COLUMNS = ("c.id, c.chunk_id, c.heading_path, c.start_line, c.end_line, c.start_char, "
-                  "c.end_char, c.source_text, " + _DOC_COLUMNS)
 _COUNTERS = ("chunk_count", "length_sum")  # meta keys: BM25's N and summed lengths
-
-
-def _document(r) -> DocumentRow:
-    return DocumentRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6] or "", r[7],
-                       tuple(json.loads(r[8] or "[]")), r[9], r[10])
-
-
-def _chunk(r) -> ChunkRow:
-    doc = _document(r[8:])
-    return ChunkRow(r[0], r[1], doc.path, doc.root, json.loads(r[2]), r[3], r[4], r[5], r[6],
-                    r[7], doc)
 
 
 def _translated(method):
@@ -318,27 +315,27 @@ class PostgresStore(PgVault):
     # -- reading back ------------------------------------------------------------------------
     @_translated
     def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
-        return {r[0]: _chunk(r) for r in self.conn.execute(
-            f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id "
+        return {r[0]: chunk_row(r) for r in self.conn.execute(
+            f"SELECT {CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id "
             "WHERE c.id = ANY(%s)", ([int(i) for i in ids],))}
 
     @_translated
     def chunk_by_public_id(self, chunk_id: str) -> ChunkRow | None:
         row = self.conn.execute(
-            f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id "
+            f"SELECT {CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id "
             "WHERE c.chunk_id = %s ORDER BY c.id LIMIT 1", (chunk_id,)).fetchone()
-        return _chunk(row) if row else None
+        return chunk_row(row) if row else None
 
     @_translated
     def document(self, path: str) -> DocumentRow | None:
-        row = self.conn.execute(f"SELECT {_DOC_COLUMNS} FROM documents d WHERE d.path = %s "
+        row = self.conn.execute(f"SELECT {DOC_COLUMNS} FROM documents d WHERE d.path = %s "
                                 "ORDER BY d.id LIMIT 1", (path,)).fetchone()
-        return _document(row) if row else None
+        return document_row(row) if row else None
 
     @_translated
     def documents(self) -> list[DocumentRow]:
-        return [_document(r) for r in self.conn.execute(
-            f"SELECT {_DOC_COLUMNS} FROM documents d ORDER BY d.root, d.path")]
+        return [document_row(r) for r in self.conn.execute(
+            f"SELECT {DOC_COLUMNS} FROM documents d ORDER BY d.root, d.path")]
 
     @_translated
     def heading_at(self, document_id: int, line: int) -> list[str]:
@@ -349,17 +346,8 @@ class PostgresStore(PgVault):
 
     def chunk_records(self) -> Iterator[dict]:
         """The chunk records (DESIGN.md contract) of every chunk, by path and index."""
-        sql = ("SELECT c.chunk_id, c.chunk_index, c.source_text, c.retrieval_text, d.path, "
-               "c.heading_path, c.start_line, c.end_line, c.start_char, c.end_char, "
-               "c.source_tokens, c.retrieval_tokens FROM chunks c JOIN documents d "
-               "ON d.id = c.document_id ORDER BY d.path, c.chunk_index")
-        for r in self._stream(sql):
-            yield {"chunk_id": r[0], "chunk_index": r[1], "source_text": r[2],
-                   "retrieval_text": r[3],
-                   "metadata": {"source_file": r[4], "heading_path": json.loads(r[5]),
-                                "start_line": r[6], "end_line": r[7], "start_char": r[8],
-                                "end_char": r[9]},
-                   "measurements": {"source_tokens": r[10], "retrieval_tokens": r[11]}}
+        for r in self._stream(CHUNK_RECORDS_SQL):
+            yield chunk_record(r)
 
     def _stream(self, sql: str, params=()) -> Iterator[tuple]:
         """Rows of ``sql`` through a server-side cursor (a big index never sits in

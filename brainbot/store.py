@@ -164,6 +164,39 @@ class Filter:
 # -- rows of the stores' tables, to and from the records above --------------------------
 # Both stores keep the same columns in the same order, so these are shared: what one
 # writes, the other reads back the same way (a copy round-trips exactly).
+# The select lists that document_row and chunk_row read, and the query chunk_record reads.
+DOC_COLUMNS = ("d.id, d.root, d.path, d.sha256, d.size, d.mtime_ns, d.title, d.kind, "
+               "d.warnings, d.date, d.date_source")
+CHUNK_COLUMNS = ("c.id, c.chunk_id, c.heading_path, c.start_line, c.end_line, c.start_char, "
+                 "c.end_char, c.source_text, " + DOC_COLUMNS)
+CHUNK_RECORDS_SQL = ("SELECT c.chunk_id, c.chunk_index, c.source_text, c.retrieval_text, d.path, "
+                     "c.heading_path, c.start_line, c.end_line, c.start_char, c.end_char, "
+                     "c.source_tokens, c.retrieval_tokens FROM chunks c JOIN documents d "
+                     "ON d.id = c.document_id ORDER BY d.path, c.chunk_index")
+
+
+def document_row(r) -> DocumentRow:
+    """A DocumentRow from a row selecting DOC_COLUMNS."""
+    return DocumentRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6] or "", r[7],
+                       tuple(json.loads(r[8] or "[]")), r[9], r[10])
+
+
+def chunk_row(r) -> ChunkRow:
+    """A ChunkRow from a row selecting CHUNK_COLUMNS."""
+    doc = document_row(r[8:])
+    return ChunkRow(r[0], r[1], doc.path, doc.root, json.loads(r[2]), r[3], r[4], r[5], r[6],
+                    r[7], doc)
+
+
+def chunk_record(r) -> dict:
+    """The chunk record (DESIGN.md contract) from a row of CHUNK_RECORDS_SQL."""
+    return {"chunk_id": r[0], "chunk_index": r[1], "source_text": r[2], "retrieval_text": r[3],
+            "metadata": {"source_file": r[4], "heading_path": json.loads(r[5]),
+                         "start_line": r[6], "end_line": r[7], "start_char": r[8],
+                         "end_char": r[9]},
+            "measurements": {"source_tokens": r[10], "retrieval_tokens": r[11]}}
+
+
 def new_document(d, chunks: list[NewChunk], facts: NoteFacts | None = None) -> NewDocument:
     """A NewDocument from a documents row (id, root, path, sha256, size, mtime_ns, title,
     front_matter, kind, warnings, ...)."""
