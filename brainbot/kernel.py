@@ -18,6 +18,7 @@ between calls (the C side is stateless).
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import warnings
 from typing import TYPE_CHECKING, Literal, Protocol, cast
@@ -57,6 +58,9 @@ __all__ = [
 
 BUILD_HINT = "build it with `pip install -e .` (or `python setup.py build_ext --inplace`)"
 _SIMD = {"auto": 0, "scalar": 1}
+# BRAINBOT_SIMD=scalar makes "auto" run the plain scalar C twins, so that the whole suite
+# can be run as on a CPU without AVX2/NEON (`BRAINBOT_SIMD=scalar make test`).
+_FORCED = os.environ.get("BRAINBOT_SIMD", "auto")
 
 
 def available() -> bool:
@@ -161,9 +165,10 @@ def _need():
 
 def _simd(simd: str) -> int:
     try:
-        return _SIMD[simd]
+        return _SIMD[_FORCED if simd == "auto" else simd]
     except KeyError:
-        raise KernelError(f"simd must be one of {sorted(_SIMD)}, got {simd!r}") from None
+        raise KernelError(f"simd (or BRAINBOT_SIMD) must be one of {sorted(_SIMD)}, "
+                          f"got {simd!r} (BRAINBOT_SIMD={_FORCED!r})") from None
 
 
 def _check(status: int, what: str) -> None:

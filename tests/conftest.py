@@ -16,6 +16,31 @@ EXAMPLES = REPO / "examples" / "notes"
 QUESTIONS = REPO / "examples" / "questions.jsonl"
 
 
+def pytest_report_header(config):
+    """What this run proves depends on the CPU: say which one, and which kernel path ran."""
+    import platform
+
+    flags, model = set(), platform.processor() or "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() in ("model name", "Model") and model in ("unknown", platform.machine()):
+                model = value.strip()
+            if key.strip() in ("flags", "Features") and not flags:
+                flags = set(value.split())
+    except OSError:
+        pass
+    simd = [f for f in ("avx2", "fma", "avx512f", "asimd") if f in flags]
+    try:
+        from brainbot import kernel
+
+        path = kernel.backend() if kernel.available() else "numpy (C kernel not built)"
+    except Exception as exc:  # noqa: BLE001 - a header must never stop the run
+        path = f"unknown ({exc})"
+    return (f"cpu: {model} ({platform.machine()}, {os.cpu_count()} CPUs), "
+            f"flags: {' '.join(simd) or 'none'}; kernel: {path}")
+
+
 def need_shared(path: Path) -> Path:
     if not path.exists():
         pytest.skip(f"{path} is absent (shared data is not laid next to this checkout)")
@@ -103,3 +128,39 @@ def copy_tree(src: Path, dst: Path) -> Path:
 
 
 os.environ.setdefault("NO_COLOR", "1")
+
+
+# --- hang guards that scale with the machine ---------------------------------------------
+# A test that a pathological note is handled in linear time needs a time limit, but an
+# absolute one holds only on CPUs as fast as the one it was tuned on. So each limit is a
+# multiple of what this machine takes, in the same session, to chunk plain prose of the
+# same size (at least PROSE_CHARS of it): `pace.budget(chars)` seconds. Measured on an AMD
+# EPYC (Zen 4): chunking prose costs ~0.4 us a character; the slowest guarded input
+# (10,000 headings, chunked) took 10x its prose budget unit, parsing "#\n" * 50,000 3x.
+PACE_SLACK = 40
+_PROSE = ("A sentence about the topic, with a detail and a number 42. " * 8 + "\n\n") * 250
+
+
+class Pace:
+    """Seconds per character to parse and chunk plain prose, here and now."""
+
+    def __init__(self, counter) -> None:
+        import time
+
+        from brainbot.chunking import chunk_text
+
+        rounds = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            chunk_text(_PROSE, "pace.md", counter)
+            rounds.append(time.perf_counter() - t0)
+        self.per_char = min(rounds) / len(_PROSE)
+
+    def budget(self, chars: int) -> float:
+        """The time limit for handling ``chars`` characters of anything."""
+        return PACE_SLACK * self.per_char * max(chars, len(_PROSE))
+
+
+@pytest.fixture(scope="session")
+def pace(counter) -> Pace:
+    return Pace(counter)

@@ -434,11 +434,18 @@ def test_the_model_files_are_hashed_once_across_processes(ledger, monkeypatch):
     assert model.check_files() == [] and len(ledger) == 2 * len(model.FILES)  # doctor hashes
 
 
-# -- bit-for-bit fixture -------------------------------------------------------------
+# -- the fixture: what holds on any CPU --------------------------------------------------
 # tests/data/embed_fixture.json holds the fp32 vectors the Embedder produced for
-# FIXTURE_TEXTS before the cold-start work (session options, cached optimized graph).
-# Any change that moves a single bit must bump EXPORT_VERSION and regenerate it with
+# FIXTURE_TEXTS when it was written. onnxruntime picks its kernels by CPU, so the bytes are
+# not the same on every machine: on an AMD EPYC Zen 3 without AVX-512, 7 of the 13 vectors
+# differed from ones written on a Zen 4, by at most 8.2e-8 (lowest cosine 0.99999905).
+# What holds everywhere: on the machine running the test, the pre-optimized graph gives
+# the bytes of the plain export and a text alone the bytes of the same text in a batch;
+# against the fixture, every vector is within FIXTURE_MAX_ABS and FIXTURE_MIN_COSINE.
+# A change that moves vectors past that must bump EXPORT_VERSION and regenerate it with
 # `python tests/test_embed.py --write-fixture`, so that old indexes are refused.
+FIXTURE_MAX_ABS = 1e-6  # 12x the largest cross-CPU difference measured (8.2e-8)
+FIXTURE_MIN_COSINE = 0.99999
 FIXTURE = Path(__file__).parent / "data" / "embed_fixture.json"
 _PROSE = (
     "Sourdough needs a lively starter: feed it equal weights of flour and water, keep it "
@@ -501,7 +508,7 @@ def write_fixture() -> None:
     FIXTURE.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def test_vectors_bit_identical_to_fixture(cache):
+def test_vectors_match_the_fixture_on_any_cpu(cache):
     from brainbot.export import EXPORT_VERSION
 
     record = json.loads(FIXTURE.read_text(encoding="utf-8"))
@@ -511,10 +518,33 @@ def test_vectors_bit_identical_to_fixture(cache):
         "`python tests/test_embed.py --write-fixture`")
     got = _fixture_vectors(Embedder)
     for how in ("batch", "alone"):
-        want = _decode(record[how])
-        differ = [FIXTURE_TEXTS[i][:30] for i in range(len(want))
-                  if want[i].tobytes() != got[how][i].astype("<f4").tobytes()]
-        assert not differ, f"{how}: vectors moved for {differ}; bump EXPORT_VERSION"
+        want = _decode(record[how]).astype(np.float64)
+        have = got[how].astype(np.float64)
+        worst = np.abs(want - have).max(axis=1)
+        cosine = (want * have).sum(1) / np.maximum(
+            np.linalg.norm(want, axis=1) * np.linalg.norm(have, axis=1), 1e-30)
+        moved = [(FIXTURE_TEXTS[i][:30], float(worst[i]), float(cosine[i]))
+                 for i in range(len(want))
+                 if worst[i] > FIXTURE_MAX_ABS or cosine[i] < FIXTURE_MIN_COSINE]
+        assert not moved, f"{how}: vectors moved for {moved}; bump EXPORT_VERSION"
+
+
+def test_alone_and_in_a_batch_are_bit_identical_here(cache):
+    got = _fixture_vectors(Embedder)
+    assert got["batch"].tobytes() == got["alone"].tobytes()
+
+
+def test_optimized_graph_gives_the_plain_exports_bytes_here(cache, monkeypatch):
+    """The cached pre-optimized graph (what every Embedder loads) against a session over
+    the module's fresh export, optimized at load, on the CPU running the test."""
+    cached = Embedder(threads=2)
+    fast = cached.embed(list(FIXTURE_TEXTS))
+    assert Path(cached._session._model_path).name.endswith(".opt.onnx")
+    monkeypatch.setattr(session, "optimized_path", lambda *a: None)
+    plain = Embedder(threads=2)
+    slow = plain.embed(list(FIXTURE_TEXTS))
+    assert Path(plain._session._model_path).name == export.cache_name("fp32")
+    assert fast.tobytes() == slow.tobytes()
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--write-fixture"]:

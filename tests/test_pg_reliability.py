@@ -15,7 +15,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -23,7 +22,7 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES, REPO
 from pg_kit import store_snapshot, write_pg_harness
-from pg_server import _start
+from pg_server import start_server
 from reliability_kit import cli_env, one_line_error, run_cli
 
 from brainbot.copying import copy_index
@@ -202,15 +201,12 @@ sys.exit(main(sys.argv[3:]))
 
 
 def test_server_stopped_mid_query_is_one_line(tmp_path, vault, shared_embedder):
-    import pgserver
-
     db = tmp_path / "v.db"
     with Indexer(db, embedder=shared_embedder) as ix:
         ix.index_paths([vault])
-    folder = Path(tempfile.mkdtemp(prefix="brainbot-pg-stop-", dir="/tmp"))
-    srv = _start(folder)
+    server = start_server("brainbot-pg-stop-")
     try:
-        url = srv.get_uri()
+        url = server.url()
         copy_index(db, url)
         ready, go = tmp_path / "ready", tmp_path / "go"
         proc = subprocess.Popen(
@@ -220,19 +216,14 @@ def test_server_stopped_mid_query_is_one_line(tmp_path, vault, shared_embedder):
         deadline = time.monotonic() + 60
         while not ready.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
-        pgserver.pg_ctl(["-w", "-t", "30", "-m", "immediate", "stop"], pgdata=srv.pgdata,
-                        user=srv.system_user)
+        server.stop_immediately()
         go.touch()
         out, err = proc.communicate(timeout=60)
         result = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
         assert "lost the database server" in one_line_error(result)
         assert "lost the database server" in one_line_error(run_cli("query", "x", "--db", url))
     finally:
-        try:
-            srv.cleanup()
-        except Exception:  # noqa: BLE001 - already stopped
-            pass
-        shutil.rmtree(folder, ignore_errors=True)
+        server.cleanup()
 
 
 def test_concurrent_threads_share_nothing(lab):

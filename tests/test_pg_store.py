@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 from conftest import EXAMPLES
-from pg_kit import store_snapshot
+from pg_kit import same_hits, store_snapshot
 
 from brainbot import lexical, pg_schema
 from brainbot.cli import main
@@ -68,8 +67,7 @@ def test_both_stores_rank_alike(pg_examples, examples_db, shared_embedder, mode)
     for q in QUERIES:
         a, b = lite.search(q, 10, mode=mode), pg.search(q, 10, mode=mode)
         # on 317 chunks HNSW with ef_search 200 is exact, so all three modes match
-        assert [h.chunk_id for h in a] == [h.chunk_id for h in b], (mode, q)
-        assert np.allclose([h.score for h in a], [h.score for h in b], rtol=1e-5, atol=1e-6)
+        same_hits(a, b, (mode, q))
     lite.close()
     pg.close()
 
