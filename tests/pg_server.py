@@ -135,10 +135,14 @@ def probe(server: PgServer) -> str | None:
             conn.execute("SET enable_seqscan = off")
             hnsw = conn.execute(query).fetchall()
     except psycopg.Error as exc:
-        log = _server_log(server)
-        crash = re.search(r"terminated by signal (\d+)[^\n]*", log)
-        detail = crash.group(0) if crash else str(exc).strip().splitlines()[0]
-        return f"the bundled pgvector crashed on this CPU: {detail}"
+        crash = None
+        deadline = time.monotonic() + 5  # the postmaster logs the death once it reaps it
+        while crash is None and time.monotonic() < deadline:
+            crash = re.search(r"terminated by signal \d+[^\n]*", _server_log(server))
+            time.sleep(0.1)
+        if crash:
+            return f"the bundled pgvector crashed on this CPU: {crash.group(0)}"
+        return f"the bundled pgvector does not work here: {str(exc).strip().splitlines()[0]}"
     if plain != [(50,), (49,)] or plain != hnsw:
         return f"the bundled pgvector answered wrongly: plain {plain}, hnsw {hnsw}"
     return None

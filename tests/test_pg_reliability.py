@@ -251,3 +251,33 @@ def test_concurrent_threads_share_nothing(lab):
 
 
 os.environ.setdefault("NO_COLOR", "1")
+
+
+def test_the_probe_names_a_backend_killed_by_an_illegal_instruction(monkeypatch):
+    """What a pgvector built for a newer CPU does on an older one (SIGILL in the backend),
+    done here by signalling the probe's own backend: the session would end with this one
+    line instead of forty tracebacks."""
+    import pg_server
+    import psycopg
+
+    server = start_server("brainbot-pg-sigill-")
+    real = psycopg.connect
+
+    def connect(url, **kwargs):
+        conn = real(url, **kwargs)
+        if "bb_probe" not in url:  # the admin connection that creates the database
+            return conn
+        pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+        threading.Timer(0.3, os.kill, (pid, signal.SIGILL)).start()
+        conn.execute("SELECT pg_sleep(5)")
+        return conn
+
+    try:
+        monkeypatch.setattr(psycopg, "connect", connect)
+        message = pg_server.probe(server)
+        monkeypatch.undo()
+        assert message == ("the bundled pgvector crashed on this CPU: "
+                           "terminated by signal 4: Illegal instruction")
+        server.stop_immediately()
+    finally:
+        server.cleanup()
