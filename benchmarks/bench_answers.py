@@ -4,7 +4,7 @@ Indexes examples/notes, the rust book (../shared/data/corpora/rust-book) and exa
 runs ``brainbot eval --questions FILE --answers`` on each set and writes
 benchmarks/results/eval_answers.json, from which the README's "Answers" table is made.
 The thresholds were chosen on examples/questions.jsonl and examples/questions-rust.jsonl;
-the two holdout sets were run once, after (extractive.py's comments).
+the two holdout sets were run once, after (ask/extractive.py's comments).
 
     python benchmarks/bench_answers.py [--out benchmarks/results/eval_answers.json]
 """
@@ -30,10 +30,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=str(REPO / "benchmarks/results/eval_answers.json"))
     args = parser.parse_args()
-    from brainbot.embed import Embedder
     from brainbot.evaluate import format_answers, run_answers
-    from brainbot.indexer import Indexer
-    from brainbot.search import Searcher
+    from brainbot.index.indexer import Indexer
+    from brainbot.model.embed import Embedder
+    from brainbot.search.searcher import Searcher
 
     embedder, out = Embedder(), {}
     with tempfile.TemporaryDirectory() as tmp:

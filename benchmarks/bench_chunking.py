@@ -5,7 +5,7 @@
 
 What is measured: reading is excluded; parse + chunk is timed with a cold TokenCounter
 (empty cache), so MiniLM tokenization of every sentence and the final recount of every
-retrieval text are included. Quality is `brainbot.quality.assess` on the same chunks.
+retrieval text are included. Quality is `brainbot.text.quality.assess` on the same chunks.
 
 The sweep embeds every NFCorpus document (title + "\\n\\n" + text, fallback heading "" as
 BEIR documents are indexed) chunked at each target, scores each of the 323 test queries
@@ -31,10 +31,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from brainbot.chunking import ChunkParams, chunk_note, chunk_text  # noqa: E402
-from brainbot.markdown import parse  # noqa: E402
-from brainbot.quality import assess  # noqa: E402
-from brainbot.tokens import TokenCounter  # noqa: E402
+from brainbot.notes.markdown import parse  # noqa: E402
+from brainbot.text.chunking import ChunkParams, chunk_note, chunk_text  # noqa: E402
+from brainbot.text.quality import assess  # noqa: E402
+from brainbot.text.tokens import TokenCounter  # noqa: E402
 
 DATA = HERE.parents[1] / "shared" / "data"
 CORPORA = ("rust-book", "dwarves-brain", "rust-lang-team-minutes")
@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['hard']['heading_only']} | {r['hard']['cut_fences']} |"
             )
     if args.sweep or args.sweep_only:
-        from brainbot.embed import Embedder
+        from brainbot.model.embed import Embedder
 
         rows = sweep(Embedder)
         results["target_sweep"] = {

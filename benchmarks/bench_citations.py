@@ -46,7 +46,7 @@ def scripted(needles: list[str], seen: dict):
 
 
 def measure(path: Path, searcher, db) -> dict:
-    from brainbot.agent import ask
+    from brainbot.ask.agent import ask
 
     before, after, missing = [], [], 0
     questions = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
@@ -73,8 +73,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=str(REPO / "benchmarks/results/citations.json"))
     args = parser.parse_args()
-    from brainbot.indexer import Indexer
-    from brainbot.search import Searcher
+    from brainbot.index.indexer import Indexer
+    from brainbot.search.searcher import Searcher
 
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "examples.db"

@@ -26,9 +26,9 @@ CJK_WEIGHTS = [(1.0, 1.0), (1.0, 0.5), (1.0, 0.25), (1.0, 0.0)]
 
 
 def run_variant(grams, embedder, tmp: Path) -> dict:
-    from brainbot import lexical
     from brainbot.evaluate import run_questions
-    from brainbot.indexer import Indexer
+    from brainbot.index.indexer import Indexer
+    from brainbot.text import lexical
 
     lexical.CJK_GRAMS = grams
     db = tmp / f"vault-{'-'.join(map(str, grams))}.db"
@@ -45,8 +45,8 @@ def run_variant(grams, embedder, tmp: Path) -> dict:
 
 
 def weight_sweep(db: Path) -> dict:
-    from brainbot import search
     from brainbot.evaluate import run_questions
+    from brainbot.search import searcher as search
 
     saved, out = search.CJK_WEIGHTS, {}
     try:
@@ -63,7 +63,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=str(REPO / "benchmarks/results/cjk.json"))
     args = parser.parse_args()
-    from brainbot.embed import Embedder
+    from brainbot.model.embed import Embedder
 
     embedder = Embedder()
     results = {}

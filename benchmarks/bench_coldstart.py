@@ -11,9 +11,9 @@ What is measured, in one run on one machine:
 - **anchors** — ``python -c pass`` and ``python -c 'import numpy, onnxruntime'``: the
   floor any brainbot built on them pays.
 - **breakdown** — one fresh interpreter timing each stage of a hybrid query in order:
-  imports (numpy, onnxruntime, brainbot.cli, brainbot.search), opening the index, loading
+  imports (numpy, onnxruntime, brainbot.cli, the searcher's module), opening the index, loading
   its vectors, the bm25 search, the model files check, the tokenizer, the onnxruntime
-  session (before session.py: the export's sha256 check, then the session), the first
+  session (before model/session.py: the export's sha256 check, then the session), the first
   query embedding and the hybrid search after it; and, by the wall clock, interpreter
   start before the first stage and the exit after the last. The median of --runs such
   processes.
@@ -78,12 +78,12 @@ def brainbot_cmd() -> list[str]:
 def default_db() -> Path:
     """Under the cache folder, named by the index identity of the code under test: an
     index built by other code (another chunker or analyzer) is never reused."""
-    from brainbot.export import cache_dir
+    from brainbot.model.onnx_export import cache_dir
 
     try:
-        from brainbot.identity import current
+        from brainbot.store.identity import current
         tag = "-" + current().fingerprint()
-    except ImportError:  # a checkout from before identity.py
+    except ImportError:  # a checkout from before store/identity.py
         tag = ""
     return cache_dir() / "bench" / f"coldstart-nfcorpus-design-minutes{tag}.db"
 
@@ -229,12 +229,23 @@ def stage(name, fn):
         out[name] = None; out.setdefault("errors", {})[name] = repr(exc)[:200]; return None
     out[name] = time.perf_counter() - t0
     return value
+import importlib, importlib.util
+if importlib.util.find_spec("brainbot.search").submodule_search_locations:  # issue #21's packages
+    SEARCH, MODEL, SESSION, EXPORT = ("brainbot.search.searcher", "brainbot.model.files",
+                                      "brainbot.model.session", "brainbot.model.onnx_export")
+    EMBED = "brainbot.model.embed"
+else:  # a checkout from before them (flat modules)
+    SEARCH, MODEL, SESSION, EXPORT, EMBED = ("brainbot.search", "brainbot.model",
+                                             "brainbot.session", "brainbot.export",
+                                             "brainbot.embed")
+for name in [m for m in sys.modules if m.startswith("brainbot")]:
+    del sys.modules[name]  # find_spec imported the (empty) packages: time them below
 stage("import numpy", lambda: __import__("numpy"))
 stage("import onnxruntime", lambda: __import__("onnxruntime"))
 stage("import brainbot.cli", lambda: __import__("brainbot.cli"))
-stage("import brainbot.search", lambda: __import__("brainbot.search"))
-from brainbot import embed, model
-from brainbot.search import Searcher
+stage("import brainbot.search", lambda: importlib.import_module(SEARCH))
+embed, model = importlib.import_module(EMBED), importlib.import_module(MODEL)
+Searcher = importlib.import_module(SEARCH).Searcher
 searcher = stage("open index", lambda: Searcher(db))
 stage("load vectors", lambda: searcher._load() if hasattr(searcher, "_load") else (
     searcher.store.refresh(), searcher.store.index.ensure_matrix()))
@@ -242,10 +253,10 @@ stage("bm25 search", lambda: searcher.search(query, 10, mode="bm25"))
 stage("model files check", model.verified_model_dir)
 tok = stage("tokenizer", lambda: model.load_tokenizer(max_length=model.MAX_TOKENS, truncate=True))
 try:
-    from brainbot.session import open_session
+    open_session = importlib.import_module(SESSION).open_session
 except ImportError:  # before session.py: the export, hashed on every load, optimized at load
     open_session = None
-    from brainbot.export import onnx_path
+    onnx_path = importlib.import_module(EXPORT).onnx_path
     stage("export check", lambda: onnx_path("fp32"))
 def session():
     if open_session is not None:

@@ -41,9 +41,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from brainbot import export  # noqa: E402
-from brainbot.embed import Embedder, physical_cores  # noqa: E402
-from brainbot.model import MAX_TOKENS, MODEL_ID, load_tokenizer, verified_model_dir  # noqa: E402
+from brainbot.model import onnx_export as export  # noqa: E402
+from brainbot.model.embed import Embedder, physical_cores  # noqa: E402
+from brainbot.model.files import (  # noqa: E402
+    MAX_TOKENS,
+    MODEL_ID,
+    load_tokenizer,
+    verified_model_dir,
+)
 
 SHARED = ROOT.parent / "shared"
 CORPUS = SHARED / "data" / "corpora" / "rust-book" / "src"

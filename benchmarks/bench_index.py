@@ -79,7 +79,7 @@ def bench_corpus(corpus: Path, shown: Path) -> dict:
 
 
 def main() -> int:
-    from brainbot.indexer import Indexer
+    from brainbot.index.indexer import Indexer
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--files", type=int, default=10_000)

@@ -5,7 +5,7 @@ What is measured (medians of repeated calls, wall clock, in one process and one 
     sum is reported beside it), per thread count;
   - cosine top-10 over N x 384 random unit vectors (N = 10k, 100k, 1M; --quick: 10k,
     100k), one query and batches of 64, on 1 and 2 threads: brainbot C f32, C int8 with
-    exact rescoring, numpy (matmul + argpartition, brainbot.reference), and when
+    exact rescoring, numpy (matmul + argpartition, brainbot.kernel.reference), and when
     importable FAISS IndexFlatIP, usearch exact search, sqlite-vec vec0 (N <= 100k);
     the 64-query batch is compared with numpy's sgemm `Q @ M.T` alone;
   - BM25 top-10 over 100k synthetic docs of ~200 tokens with a Zipfian vocabulary, for
@@ -13,7 +13,7 @@ What is measured (medians of repeated calls, wall clock, in one process and one 
   - fusion of two legs (100 and 1000 candidates) into a top-10, and a hybrid query end
     to end (BM25 top-N + cosine top-N + fusion), query embedding excluded;
   - bytes per vector, f32 and int8.
-Every engine is checked against brainbot.reference before it is timed.
+Every engine is checked against brainbot.kernel.reference before it is timed.
 
 What is not measured: index build times (only reported for information), the cost of
 loading vectors from SQLite, query embedding, recall of approximate (graph) indexes --
@@ -46,8 +46,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from brainbot import kernel as K  # noqa: E402
-from brainbot import reference as R  # noqa: E402
+from brainbot.kernel import native as K  # noqa: E402
+from brainbot.kernel import reference as R  # noqa: E402
 
 DIM = 384
 TOPK = 10
@@ -500,12 +500,12 @@ def bm25_section(n_docs: int, blas: Blas) -> dict:
         ref = [np_fn(q) for q in qs[:50]]
         same = all(np.array_equal(c_fn(q)[0], r[0]) for q, r in zip(qs[:50], ref, strict=True))
         fns = {
-            "numpy (brainbot.reference)": np_fn,
+            "numpy (brainbot.kernel.reference)": np_fn,
             "brainbot C": c_fn,
             "brainbot C (kernel only, no wrapper)": raw_bm25(post, k1, b, avgdl),
         }
         agrees = {
-            "numpy (brainbot.reference)": (True, None),
+            "numpy (brainbot.kernel.reference)": (True, None),
             "brainbot C": (same, None),
             "brainbot C (kernel only, no wrapper)": (same, None),
         }

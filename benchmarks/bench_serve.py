@@ -48,11 +48,11 @@ def fake_vectors(n: int, rng) -> np.ndarray:
 
 def build_synthetic(db: Path, chunks: int, seed: int = 7) -> None:
     """An index of ``chunks`` synthetic chunks, 10 per document, through the store."""
-    from brainbot import lexical
-    from brainbot.chunking import Chunk
-    from brainbot.db import open_store
-    from brainbot.identity import current
-    from brainbot.store import NewChunk, NewDocument
+    from brainbot.store.identity import current
+    from brainbot.store.interface import NewChunk, NewDocument
+    from brainbot.store.target import open_store
+    from brainbot.text import lexical
+    from brainbot.text.chunking import Chunk
 
     rng = np.random.default_rng(seed)
     with open_store(db, write=True, identity=current()) as store:
@@ -113,7 +113,7 @@ def warm_search(db: Path, queries: int = 60) -> dict:
 def build_vault(folder: Path, db: Path, notes: int, seed: int = 5) -> None:
     """``notes`` markdown files of 5 sections each (~2 chunks), indexed with stand-in
     vectors (embedding 10k chunks for real would take an hour here)."""
-    from brainbot.indexer import Indexer
+    from brainbot.index.indexer import Indexer
 
     rng = np.random.default_rng(seed)
     folder.mkdir(parents=True)
@@ -183,7 +183,7 @@ def main() -> int:
             print(f"warm MCP search, hybrid, {n:,} chunks: {out['search'][str(n)]}", flush=True)
         folder, db = Path(tmp) / "vault", Path(tmp) / "vault.db"
         build_vault(folder, db, 500 if args.quick else 2000)
-        with __import__("brainbot.db", fromlist=["open_store"]).open_store(db) as store:
+        with __import__("brainbot.store.target", fromlist=["open_store"]).open_store(db) as store:
             out["watch_chunks"] = store.chunk_count()
         out["watch"] = save_to_searchable(folder, db, 5 if args.quick else 20)
         print(f"save to searchable, {out['watch_chunks']:,} chunks: {out['watch']}", flush=True)

@@ -43,11 +43,12 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from brainbot import lexical, pg_legs  # noqa: E402
-from brainbot.db import open_store  # noqa: E402
-from brainbot.identity import IndexIdentity  # noqa: E402
-from brainbot.search import Searcher  # noqa: E402
-from brainbot.store import NewChunk, NewDocument  # noqa: E402
+from brainbot.search.searcher import Searcher  # noqa: E402
+from brainbot.store.identity import IndexIdentity  # noqa: E402
+from brainbot.store.interface import NewChunk, NewDocument  # noqa: E402
+from brainbot.store.pg import legs as pg_legs  # noqa: E402
+from brainbot.store.target import open_store  # noqa: E402
+from brainbot.text import lexical  # noqa: E402
 
 DIM = 384
 VOCAB = 50_000
@@ -65,7 +66,7 @@ EF_VALUES = (100, 200, 400)
 def bench_identity() -> IndexIdentity:
     """What a reader checks (model, weights, dimension, analyzer) is this brainbot's, so
     Searcher opens the index; the chunker and embedder say what it really is."""
-    from brainbot.identity import reader_wants
+    from brainbot.store.identity import reader_wants
 
     want = reader_wants()
     return IndexIdentity(want["model"], want["model_sha256"], DIM, "bench", "bench-synthetic",
@@ -118,7 +119,7 @@ class Corpus:
 
     def documents(self, n_chunks: int, first_id: int = 1, with_terms: bool = True):
         """NewDocuments with explicit ids (both stores get the same ids)."""
-        from brainbot.chunking import Chunk
+        from brainbot.text.chunking import Chunk
 
         per = CHUNKS_PER_DOC
         for d0 in range(0, n_chunks, per):
@@ -256,7 +257,7 @@ def side_by_side(lite: str, url: str, n: int, *, terms: bool, modes, bulk: bool)
             out["hnsw_recall_vs_exact"] = recall(searcher.store, pg_searcher.store, queries)
             searcher.close()
     pg_searcher.close()
-    out["ef_search_used"] = f"max({DEFAULT_EF}, n asked) (brainbot.pg_legs.EF_SEARCH)"
+    out["ef_search_used"] = f"max({DEFAULT_EF}, n asked) (brainbot.store.pg.legs.EF_SEARCH)"
     out["loadavg_after"] = os.getloadavg()
     return out
 

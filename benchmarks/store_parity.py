@@ -29,9 +29,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from brainbot import lexical, pg_legs  # noqa: E402
-from brainbot.db import open_store  # noqa: E402
 from brainbot.evaluate import _read_jsonl, load_qrels  # noqa: E402
+from brainbot.store.pg import legs as pg_legs  # noqa: E402
+from brainbot.store.target import open_store  # noqa: E402
+from brainbot.text import lexical  # noqa: E402
 
 EF_VALUES = (100, 200, 400)
 
@@ -85,7 +86,7 @@ def main() -> None:
     ap.add_argument("--split", default="test")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
-    from brainbot.embed import Embedder
+    from brainbot.model.embed import Embedder
 
     queries = queries_of(args.beir, args.split)
     embedder = Embedder()

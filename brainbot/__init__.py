@@ -14,7 +14,7 @@ __all__ = ["BrainbotError", "Embedder", "__version__"]
 
 def __getattr__(name: str):
     if name == "Embedder":
-        from .embed import Embedder
+        from brainbot.model.embed import Embedder
 
         return Embedder
     raise AttributeError(f"module 'brainbot' has no attribute {name!r}")

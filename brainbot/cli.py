@@ -36,7 +36,7 @@ def _warn(text: str) -> None:
 
 # -- commands -------------------------------------------------------------------------
 def cmd_index(args) -> int:
-    from .indexer import Indexer, progress_printer
+    from brainbot.index.indexer import Indexer, progress_printer
 
     with Indexer(args.db, precision=args.precision, rebuild=args.rebuild,
                  progress=None if args.json else progress_printer()) as ix:
@@ -55,9 +55,10 @@ def cmd_index(args) -> int:
 
 
 def cmd_query(args) -> int:
+    from brainbot.notes.vault import parse_when
+    from brainbot.search.searcher import Searcher
+
     from .render import Style, hit_block, use_colour
-    from .search import Searcher
-    from .vault import parse_when
 
     searcher = Searcher(args.db)
     hits = searcher.search(args.text, args.k, mode=args.mode, rerank=args.rerank,
@@ -81,9 +82,10 @@ def cmd_query(args) -> int:
 
 
 def cmd_get(args) -> int:
-    from .db import open_store
+    from brainbot.index.reading import backlinks_of, get_lines
+    from brainbot.store.target import open_store
+
     from .render import printable
-    from .spans import backlinks_of, get_lines
 
     with open_store(args.db) as store:
         lines = get_lines(store, args.target)
@@ -98,9 +100,10 @@ def cmd_get(args) -> int:
 
 
 def cmd_links(args) -> int:
-    from .db import open_store
+    from brainbot.index.reading import note_links
+    from brainbot.store.target import open_store
+
     from .render import printable
-    from .spans import note_links
 
     with open_store(args.db) as store:
         report = note_links(store, args.note)
@@ -120,7 +123,7 @@ def cmd_links(args) -> int:
 
 
 def cmd_tags(args) -> int:
-    from .db import open_store
+    from brainbot.store.target import open_store
 
     with open_store(args.db) as store:
         counts = store.tag_counts()
@@ -134,7 +137,7 @@ def cmd_tags(args) -> int:
 
 
 def _warn_problems(item) -> None:
-    from .notes import Problem
+    from brainbot.notes.files import Problem
 
     if isinstance(item, Problem):
         _warn(f"skipped {item.path}: {item.reason}")
@@ -144,8 +147,8 @@ def _warn_problems(item) -> None:
 
 
 def cmd_chunks(args) -> int:
-    from .documents import chunk_paths
-    from .tokens import TokenCounter
+    from brainbot.text.documents import chunk_paths
+    from brainbot.text.tokens import TokenCounter
 
     out = open(args.jsonl, "w", encoding="utf-8") if args.jsonl else sys.stdout
     try:
@@ -160,11 +163,11 @@ def cmd_chunks(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from .quality import assess
+    from brainbot.text.quality import assess
 
     if args.paths:
-        from .documents import chunk_paths
-        from .tokens import TokenCounter
+        from brainbot.text.documents import chunk_paths
+        from brainbot.text.tokens import TokenCounter
 
         records, warnings = [], []
         for item in chunk_paths(args.paths, TokenCounter()):
@@ -173,7 +176,8 @@ def cmd_report(args) -> int:
             warnings += [{"path": item.doc.relpath, "reason": w}
                          for w in getattr(item, "warnings", ())]
     elif args.db:
-        from .db import open_store
+        from brainbot.store.target import open_store
+
         from .doctor import warnings_of
 
         with open_store(args.db) as store:
@@ -246,8 +250,8 @@ def cmd_eval(args) -> int:
 
 
 def cmd_ask(args) -> int:
-    from .agent import ask
-    from .answers import format_answer
+    from brainbot.ask.agent import ask
+    from brainbot.ask.answers import format_answer
 
     answer = ask(args.text, db=args.db, k=args.k, model=args.model,
                  show_context=args.show_context, stream=sys.stdout.isatty() and not args.json)
@@ -264,7 +268,7 @@ def cmd_ask(args) -> int:
 def cmd_watch(args) -> int:
     import threading
 
-    from .watch import Watcher, install_stop_signals, quiet_library_logs
+    from brainbot.serve.watch import Watcher, install_stop_signals, quiet_library_logs
 
     stop = threading.Event()
     install_stop_signals(stop)
@@ -283,19 +287,19 @@ def cmd_watch(args) -> int:
 
 
 def cmd_mcp(args) -> int:
-    from .server import serve
+    from brainbot.serve.mcp import serve
 
     return serve(args.db, args.watch)
 
 
 def cmd_model(args) -> int:
-    from . import model
+    from brainbot.model import files as model
 
     if args.action == "pull":
         folder = model.pull()
         print(f"model files ok in {folder}")
     elif args.action == "export":
-        from .export import onnx_path
+        from brainbot.model.onnx_export import onnx_path
 
         print(onnx_path(args.precision))
     else:
@@ -305,7 +309,7 @@ def cmd_model(args) -> int:
 
 
 def cmd_copy(args) -> int:
-    from .copying import copy_index
+    from brainbot.index.copying import copy_index
 
     stats = copy_index(args.source, args.target, replace=args.replace)
     if args.json:

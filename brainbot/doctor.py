@@ -9,11 +9,12 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from . import model
-from .db import is_url, open_store, public_target
+from brainbot.index.freshness import vault_changes
+from brainbot.model import files as model
+from brainbot.store.interface import Store
+from brainbot.store.target import is_url, open_store, public_target
+
 from .errors import BrainbotError
-from .freshness import vault_changes
-from .store import Store
 
 
 def _check(name: str, ok: bool, detail: str, fix: str = "") -> dict:
@@ -21,7 +22,7 @@ def _check(name: str, ok: bool, detail: str, fix: str = "") -> dict:
 
 
 def kernel_backend() -> str:
-    from . import kernel
+    from brainbot.kernel import native as kernel
 
     return kernel.active().backend()
 
@@ -74,7 +75,7 @@ def _engine_status(db) -> dict:
     if is_url(db):
         return {"kernel": _ON_POSTGRES_KERNEL.format(kernel_backend()),
                 "sqlite_vec": _ON_POSTGRES_VEC}
-    from .sqlite_file import vec_available
+    from brainbot.store.sqlite.file import vec_available
 
     vec_ok, vec_detail = vec_available()
     return {"kernel": kernel_backend(),
@@ -90,7 +91,7 @@ def _model_checks() -> list[dict]:
     if problems:
         return out
     try:
-        from .export import onnx_path
+        from brainbot.model.onnx_export import onnx_path
 
         path = onnx_path("fp32")
         out.append(_check("onnx export", True, str(path)))
@@ -123,7 +124,7 @@ def _db_checks(db) -> list[dict]:
 
 
 def _check_writable(store: Store) -> None:
-    from . import identity
+    from brainbot.store import identity
 
     meta = store.meta()
     precision = "int8" if ":int8" in meta.get("embedder", "") else "fp32"
@@ -164,7 +165,7 @@ def _store_checks(store: Store, db) -> list[dict]:
 
 
 def _language_detail(other: int, known: int) -> str:
-    from .language import NON_ENGLISH_WARN
+    from brainbot.notes.language import NON_ENGLISH_WARN
 
     share = other / known if known else 0.0
     detail = f"{share:.0%} of {known} chunks look non-English"
@@ -185,7 +186,7 @@ def _engine_checks(db) -> list[dict]:
     if is_url(db):  # numpy fuses two lists of 100 as well: nothing to fix
         return [_check("search kernel", True, _ON_POSTGRES_KERNEL.format(backend)),
                 _check("sqlite-vec", True, _ON_POSTGRES_VEC)]
-    from .sqlite_file import vec_available
+    from brainbot.store.sqlite.file import vec_available
 
     vec_ok, vec_detail = vec_available()
     return [_check("search kernel", backend.startswith("c"), f"{backend} active",

@@ -86,7 +86,7 @@ def load_qrels(folder: Path, split: str) -> dict[str, dict[str, int]]:
 
 
 def _beir_db(folder: Path, db: str | None) -> Path | str:
-    from .db import is_url
+    from brainbot.store.target import is_url
 
     if db:
         return db if is_url(db) else Path(db)
@@ -98,7 +98,7 @@ def _beir_db(folder: Path, db: str | None) -> Path | str:
 
 
 def _corpus_records(folder: Path, root: str):
-    from .documents import record
+    from brainbot.text.documents import record
 
     for doc in _read_jsonl(folder / "corpus.jsonl"):
         title = (doc.get("title") or "").strip()
@@ -107,7 +107,7 @@ def _corpus_records(folder: Path, root: str):
 
 
 def index_beir(folder: Path, db_path: Path, precision: str = "fp32") -> dict:
-    from .indexer import Indexer
+    from brainbot.index.indexer import Indexer
 
     if not (folder / "corpus.jsonl").is_file():
         raise InputError(f"{folder} has no corpus.jsonl (is it a BEIR dataset folder?)")
@@ -131,7 +131,7 @@ def _doc_ranking(hits, limit: int = 100) -> list[str]:
 def run_beir(folder: Path, *, db: str | None = None, split: str = "test",
              modes: list[str] | None = None, limit: int | None = None,
              precision: str = "fp32") -> dict:
-    from .search import Searcher
+    from brainbot.search.searcher import Searcher
 
     modes = modes or ["bm25", "vector", "hybrid"]
     db_path = _beir_db(folder, db)
@@ -214,7 +214,7 @@ def score_question(hits, expected: list[str], k: int) -> dict:
 
 
 def run_questions(path: Path, *, db: str, modes: list[str] | None = None, k: int = 10) -> dict:
-    from .search import Searcher
+    from brainbot.search.searcher import Searcher
 
     modes = modes or ["bm25", "vector", "hybrid"]
     questions = load_questions(path)
@@ -255,8 +255,8 @@ def run_answers(path: Path, *, db: str, searcher=None) -> dict:
     ``answer_contains`` strings (case-insensitive), and wrong otherwise (the costly error);
     its passages hold the fact or not; an unanswerable one should not be answered
     (near misses: passages are fine; off-topic questions: not_found)."""
-    from .agent import ask
-    from .search import Searcher
+    from brainbot.ask.agent import ask
+    from brainbot.search.searcher import Searcher
 
     questions = load_questions(path)
     lacking = [q["question"] for q in questions

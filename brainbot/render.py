@@ -10,7 +10,7 @@ import os
 import re
 import sys
 
-from . import lexical
+from brainbot.text import lexical
 
 SNIPPET_CHARS = 240
 

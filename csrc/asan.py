@@ -66,7 +66,7 @@ def run_tests(module: str, pytest_args: list[str]) -> int:
     mod = importlib.util.module_from_spec(spec)
     sys.modules["brainbot._kernel"] = mod
     spec.loader.exec_module(mod)
-    from brainbot import kernel
+    from brainbot.kernel import native as kernel
 
     assert kernel.available() and kernel._lib is mod.lib, "not the sanitizer build"
     print(f"asan: testing {module} ({kernel.backend()})", flush=True)

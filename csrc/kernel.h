@@ -108,7 +108,7 @@ int bb_cosine_topk(const float *matrix, int64_t n, int64_t d,
  * in float32 arithmetic, round-half-to-even (a zero row gets scale 0 and codes 0).
  * L = 2^100 when a < 2^-100, else 1: below ~3.7e-37, 127 / a overflows to infinity
  * (and 0 * inf is NaN); scaling by a power of two is exact, so L changes no code that
- * was defined without it. brainbot/reference.py computes the identical bytes.
+ * was defined without it. brainbot/kernel/reference.py computes the identical bytes.
  *
  *   matrix      float32 [n, d]   finite values
  *   simd        BB_SIMD_AUTO or BB_SIMD_SCALAR (both give the same bytes; tests check)

@@ -32,7 +32,7 @@ def pytest_report_header(config):
         pass
     simd = [f for f in ("avx2", "fma", "avx512f", "asimd") if f in flags]
     try:
-        from brainbot import kernel
+        from brainbot.kernel import native as kernel
 
         path = kernel.backend() if kernel.available() else "numpy (C kernel not built)"
     except Exception as exc:  # noqa: BLE001 - a header must never stop the run
@@ -51,7 +51,7 @@ def need_shared(path: Path) -> Path:
 def counter():
     """MiniLM's token counter, loaded once (skips when the model files are absent)."""
     from brainbot.errors import ModelFilesError
-    from brainbot.tokens import TokenCounter
+    from brainbot.text.tokens import TokenCounter
 
     c = TokenCounter()
     try:
@@ -65,7 +65,7 @@ class CountingEmbedder:
     """Wraps the real Embedder and counts the texts that reach the model."""
 
     def __init__(self, inner=None):
-        from brainbot.embed import Embedder
+        from brainbot.model.embed import Embedder
 
         self.inner = inner or Embedder()
         self.texts: list[str] = []
@@ -84,7 +84,7 @@ class CountingEmbedder:
 
 @pytest.fixture(scope="session")
 def shared_embedder():
-    from brainbot.embed import Embedder
+    from brainbot.model.embed import Embedder
 
     return Embedder()
 
@@ -97,7 +97,7 @@ def counting(shared_embedder):
 @pytest.fixture(scope="session")
 def examples_db(tmp_path_factory, shared_embedder):
     """examples/notes indexed once per session (read-only use!)."""
-    from brainbot.indexer import Indexer
+    from brainbot.index.indexer import Indexer
 
     db = tmp_path_factory.mktemp("examples") / "examples.db"
     with Indexer(db, embedder=shared_embedder) as ix:
@@ -147,7 +147,7 @@ class Pace:
     def __init__(self, counter) -> None:
         import time
 
-        from brainbot.chunking import chunk_text
+        from brainbot.text.chunking import chunk_text
 
         rounds = []
         for _ in range(3):

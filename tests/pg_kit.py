@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from brainbot.db import open_store
+from brainbot.store.target import open_store
 
 # How far a vector (or hybrid) score from pgvector may be from the C kernel's: both sum
 # 384 float products, in different orders and with SIMD paths chosen by the CPU, so they
@@ -64,8 +64,8 @@ PG_HARNESS = r'''
 import os, signal, sys, time
 from contextlib import contextmanager
 
-import brainbot.indexer as ix
-from brainbot.pg_store import PostgresStore
+import brainbot.index.indexer as ix
+from brainbot.store.pg.store import PostgresStore
 
 if os.environ.get("BB_TEST_BATCH"):
     ix.BATCH_CHUNKS = int(os.environ["BB_TEST_BATCH"])

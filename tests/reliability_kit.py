@@ -27,9 +27,9 @@ HARNESS = r'''
 import os, signal, sys, time
 from contextlib import contextmanager
 
-import brainbot.indexer as ix
-from brainbot import sqlite_file as store
-from brainbot.sqlite_store import SQLiteStore
+import brainbot.index.indexer as ix
+from brainbot.store.sqlite import file as store
+from brainbot.store.sqlite.store import SQLiteStore
 
 if os.environ.get("BB_TEST_BATCH"):
     ix.BATCH_CHUNKS = int(os.environ["BB_TEST_BATCH"])

@@ -31,10 +31,11 @@ from fake_anthropic import (
     tool_use,
 )
 
-from brainbot import agent, claude, tools
-from brainbot.agent import SYSTEM_PROMPT, ask
-from brainbot.answers import PASSAGES_LABEL, REFUSAL, format_answer
+from brainbot.ask import agent, tools
+from brainbot.ask.agent import SYSTEM_PROMPT, ask
+from brainbot.ask.answers import PASSAGES_LABEL, REFUSAL, format_answer
 from brainbot.errors import AnswerError
+from brainbot.model import claude
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples" / "notes"
@@ -45,7 +46,7 @@ INJECTION = "inbox/suspicious email.md"
 
 @pytest.fixture(scope="module")
 def searcher(examples_db, shared_embedder):
-    from brainbot.search import Searcher
+    from brainbot.search.searcher import Searcher
 
     s = Searcher(examples_db, embedder=shared_embedder)
     yield s
@@ -231,8 +232,8 @@ def test_citation_of_an_unsent_result_or_wrong_source_is_dropped(fake, searcher)
 
 
 def test_edited_note_makes_citation_stale(fake, tmp_path, shared_embedder):
-    from brainbot.indexer import Indexer
-    from brainbot.search import Searcher
+    from brainbot.index.indexer import Indexer
+    from brainbot.search.searcher import Searcher
 
     vault = tmp_path / "vault"
     (vault / "cooking").mkdir(parents=True)
@@ -467,7 +468,7 @@ def test_without_a_key_the_answer_is_extractive(searcher, monkeypatch, tmp_path)
 
 
 def test_credentials_precheck_follows_the_sdk_lookup(monkeypatch, tmp_path):
-    from brainbot.claude import may_have_credentials
+    from brainbot.model.claude import may_have_credentials
 
     no_credentials(monkeypatch, tmp_path)
     assert not may_have_credentials()
@@ -481,7 +482,7 @@ def test_credentials_precheck_follows_the_sdk_lookup(monkeypatch, tmp_path):
 def test_offline_ask_does_not_import_the_sdk(examples_db, monkeypatch, tmp_path):
     """Importing anthropic was most of an offline ask's start-up (~2 s cold)."""
     no_credentials(monkeypatch, tmp_path)
-    code = ("import sys; from brainbot.agent import ask; "
+    code = ("import sys; from brainbot.ask.agent import ask; "
             f"a = ask({QUESTION!r}, db={str(examples_db)!r}); "
             "print(a.mode, 'anthropic' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -14,11 +14,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from brainbot.chunking import Chunk, ChunkParams, chunk_note, chunk_text
 from brainbot.errors import InputError
-from brainbot.inline import InlineMarkup
-from brainbot.markdown import parse
-from brainbot.tokens import TokenCounter
+from brainbot.notes.inline import InlineMarkup
+from brainbot.notes.markdown import parse
+from brainbot.text.chunking import Chunk, ChunkParams, chunk_note, chunk_text
+from brainbot.text.tokens import TokenCounter
 
 CORPORA = Path(__file__).resolve().parents[2] / "shared" / "data" / "corpora"
 SMALL = ChunkParams(max_tokens=64, target_tokens=48, min_tokens=16, overlap_sentences=1)
@@ -283,7 +283,7 @@ SOURCE_URL = "https://docs.example.com/en/docs/build-with-claude/prompt-caching"
 def test_documentation_note_is_retrieved_by_its_visible_text(counter, fresh):
     """The reported bug: a note opening with a source comment and an anchor comment under
     every heading gave a comment-only chunk 0 that ranked first for the URL's words."""
-    from brainbot.lexical import analyze
+    from brainbot.text.lexical import analyze
 
     text = DOCS.read_text(encoding="utf-8")
     chunks = chunk_text(text, "docs/prompt-caching.md", counter)
@@ -346,9 +346,9 @@ def test_link_heavy_text_embeds_only_the_link_text(counter, fresh):
 
 def test_an_index_of_the_previous_chunker_is_refused(tmp_path, monkeypatch):
     """CHUNKER_VERSION 3 changed retrieval_text: a v2 index must be rebuilt, and is told so."""
-    from brainbot import chunking
     from brainbot.errors import IncompatibleIndexError
-    from brainbot.indexer import Indexer
+    from brainbot.index.indexer import Indexer
+    from brainbot.text import chunking
 
     assert ChunkParams().fingerprint().startswith("chunker3-")
     notes = tmp_path / "notes"
@@ -553,7 +553,7 @@ def corpus_notes(name: str) -> dict[str, str]:
 @pytest.mark.parametrize("name", ["rust-book", "dwarves-brain", "rust-lang-team-minutes"])
 def test_corpus(name, counter, fresh):
     """~10-25 s a corpus: chunk every note, recount every chunk, score the result."""
-    from brainbot.quality import assess
+    from brainbot.text.quality import assess
 
     notes = corpus_notes(name)
     chunks = []

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from brainbot import lexical
-from brainbot.chunking import ChunkParams, chunk_text
-from brainbot.language import cjk_share, looks_english, mostly_cjk
+from brainbot.notes.language import cjk_share, looks_english, mostly_cjk
+from brainbot.text import lexical
+from brainbot.text.chunking import ChunkParams, chunk_text
 
 HAN = st.characters(min_codepoint=0x4E00, max_codepoint=0x9FFF)
 KANA = st.characters(min_codepoint=0x3040, max_codepoint=0x30FF)
@@ -72,7 +72,7 @@ def test_language_check():
 def cjk_db(tmp_path_factory, shared_embedder):
     from conftest import REPO
 
-    from brainbot.indexer import Indexer
+    from brainbot.index.indexer import Indexer
 
     db = tmp_path_factory.mktemp("cjk") / "v.db"
     with Indexer(db, embedder=shared_embedder) as ix:
@@ -83,8 +83,8 @@ def cjk_db(tmp_path_factory, shared_embedder):
 def test_get_is_exact_for_cjk_notes(cjk_db):
     from conftest import REPO
 
-    from brainbot.db import open_store
-    from brainbot.spans import get_lines
+    from brainbot.index.reading import get_lines
+    from brainbot.store.target import open_store
 
     path = "東京の古本屋めぐり.md"
     lines = (REPO / "examples" / "vault" / "cjk" / path).read_text(encoding="utf-8").split("\n")
@@ -97,7 +97,7 @@ def test_get_is_exact_for_cjk_notes(cjk_db):
 
 
 def test_a_cjk_query_is_carried_by_bm25_and_not_embedded(cjk_db):
-    from brainbot.search import Searcher
+    from brainbot.search.searcher import Searcher
 
     class NoEmbedder:
         fingerprint = "none"
@@ -115,8 +115,8 @@ def test_a_cjk_query_is_carried_by_bm25_and_not_embedded(cjk_db):
 def test_ask_in_cjk_is_judged_by_lexical_evidence_not_the_english_cosine(cjk_db,
                                                                         shared_embedder,
                                                                         monkeypatch):
-    from brainbot.agent import ask
-    from brainbot.search import Searcher
+    from brainbot.ask.agent import ask
+    from brainbot.search.searcher import Searcher
 
     with Searcher(cjk_db, embedder=shared_embedder) as s:
         monkeypatch.setattr(s, "best_cosine", lambda qvec: 0.05)  # far under REFUSE_BELOW

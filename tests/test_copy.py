@@ -9,16 +9,16 @@ import pytest
 from pg_kit import store_snapshot
 from reliability_kit import snapshot
 
-from brainbot import lexical
-from brainbot.copying import copy_index
-from brainbot.db import open_store
 from brainbot.errors import IdentityMismatchError, InputError, StoreError
-from brainbot.store import Store
+from brainbot.index.copying import copy_index
+from brainbot.store.interface import Store
+from brainbot.store.target import open_store
+from brainbot.text import lexical
 
 
 def test_both_stores_implement_the_whole_protocol():
-    from brainbot.pg_store import PostgresStore
-    from brainbot.sqlite_store import SQLiteStore
+    from brainbot.store.pg.store import PostgresStore
+    from brainbot.store.sqlite.store import SQLiteStore
 
     wanted = {n for n in vars(Store) if not n.startswith("_")} | {"__enter__", "__exit__"}
     wanted -= {"target"}  # an attribute set by __init__
@@ -74,7 +74,7 @@ def test_sqlite_export_round_trips_through_add_document(tmp_path, examples_db):
     with open_store(examples_db) as src:
         meta = src.meta()
         docs = list(src.export_documents())
-    from brainbot.copying import identity_of
+    from brainbot.index.copying import identity_of
 
     with open_store(dst, write=True) as store:
         store.record_identity(identity_of(meta, "src"))

@@ -252,7 +252,7 @@ def need_dwarves(lab: Lab) -> None:
 def test_embedder_is_bit_for_bit_batch_independent(shared_embedder):
     """What makes a resumed index byte-identical to a clean one: a text's vector does not
     depend on the texts batched with it, their order or the batch size."""
-    from brainbot.embed import Embedder
+    from brainbot.model.embed import Embedder
 
     texts = [f"Note {i}: " + "the quick brown fox jumps over the lazy dog " * (i % 9 + 1)
              for i in range(21)] + ["", "ünïcødé 漢字 😀", "x " * 400]
@@ -447,7 +447,7 @@ def test_rebuild_keeps_the_writer_lock(tmp_path, vault, counting):
     """--rebuild deletes the file it had locked; the lock must follow to the new file, or
     a second indexer starting then would write beside it."""
     from brainbot.errors import StoreBusyError
-    from brainbot.indexer import Indexer
+    from brainbot.index.indexer import Indexer
 
     db = tmp_path / "b.db"
     with Indexer(db, embedder=counting) as ix:

@@ -10,10 +10,11 @@ import shutil
 import pytest
 import sqlean
 
-from brainbot import kernel, model
-from brainbot import sqlite_file as store
 from brainbot.cli import main
-from brainbot.indexer import Indexer
+from brainbot.index.indexer import Indexer
+from brainbot.kernel import native as kernel
+from brainbot.model import files as model
+from brainbot.store.sqlite import file as store
 
 CHECKS = ["model files", "onnx export", "search kernel", "sqlite-vec", "database integrity",
           "fingerprint", "stale files", "language", "note warnings", "vectors"]

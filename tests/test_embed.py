@@ -17,16 +17,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from brainbot import export, model, session
-from brainbot.embed import Embedder
 from brainbot.errors import ExportError, InputError, ModelFilesError
-from brainbot.model import DIMENSION, MAX_TOKENS, load_tokenizer, sha256_file
+from brainbot.model import files as model
+from brainbot.model import onnx_export as export
+from brainbot.model import session
+from brainbot.model.embed import Embedder
+from brainbot.model.files import DIMENSION, MAX_TOKENS, load_tokenizer, sha256_file
 
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "minilm_reference.jsonl"
 MIN_COSINE = 0.9999  # sentence-transformers vs a correct export (reference SOURCE.md)
 
 try:
-    from brainbot.model import verified_model_dir
+    from brainbot.model.files import verified_model_dir
 
     verified_model_dir()
 except ModelFilesError as exc:  # pragma: no cover - depends on the machine
@@ -257,7 +259,7 @@ def test_int8_is_close_but_not_exact(cache, reference):
 
 
 
-# -- the pre-optimized graph (session.py) ---------------------------------------------
+# -- the pre-optimized graph (model/session.py) ---------------------------------------------
 
 
 def _optimized_files(cache_folder):
@@ -363,7 +365,7 @@ def test_unwritable_cache_still_embeds(cache, tmp_path, monkeypatch):
     assert Path(s._model_path).name == export.cache_name("fp32")
 
 
-# -- sha256 remembered by stat (model.py) ---------------------------------------------
+# -- sha256 remembered by stat (model/files.py) ---------------------------------------------
 
 
 @pytest.fixture
@@ -495,7 +497,7 @@ def _decode(s: str) -> np.ndarray:
 def write_fixture() -> None:
     import hashlib
 
-    from brainbot.export import EXPORT_VERSION
+    from brainbot.model.onnx_export import EXPORT_VERSION
 
     vectors = _fixture_vectors(Embedder)
     record = {"about": "fp32 vectors of FIXTURE_TEXTS in tests/test_embed.py, base64 of "
@@ -509,7 +511,7 @@ def write_fixture() -> None:
 
 
 def test_vectors_match_the_fixture_on_any_cpu(cache):
-    from brainbot.export import EXPORT_VERSION
+    from brainbot.model.onnx_export import EXPORT_VERSION
 
     record = json.loads(FIXTURE.read_text(encoding="utf-8"))
     assert record["texts"] == list(FIXTURE_TEXTS), "fixture texts changed: regenerate it"

@@ -14,9 +14,9 @@ from fake_anthropic import no_credentials
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from brainbot import answer_types, extractive
-from brainbot.agent import ask
-from brainbot.answers import (
+from brainbot.ask import answer_types, extractive
+from brainbot.ask.agent import ask
+from brainbot.ask.answers import (
     PASSAGE_LINES,
     PASSAGES_LABEL,
     REFUSAL,
@@ -34,7 +34,7 @@ QUESTIONS = REPO / "examples" / "questions.jsonl"
 
 @pytest.fixture(scope="module")
 def searcher(examples_db, shared_embedder):
-    from brainbot.search import Searcher
+    from brainbot.search.searcher import Searcher
 
     s = Searcher(examples_db, embedder=shared_embedder)
     yield s
@@ -172,7 +172,7 @@ def test_outcomes_are_not_answered_by_plans_and_costs_need_money(question, text,
 
 
 def test_question_words_are_not_coverage_terms():
-    from brainbot import lexical
+    from brainbot.text import lexical
 
     assert set(lexical.analyze("how many did what which")) <= answer_types.QUESTION_WORDS
     assert not {"gerald", "starter"} & answer_types.QUESTION_WORDS
@@ -208,8 +208,8 @@ def test_off_topic_question_is_refused_with_nearest(searcher, examples_db):
 
 
 def test_edited_note_is_not_quoted(tmp_path, shared_embedder):
-    from brainbot.indexer import Indexer
-    from brainbot.search import Searcher
+    from brainbot.index.indexer import Indexer
+    from brainbot.search.searcher import Searcher
 
     vault = tmp_path / "vault"
     vault.mkdir()
@@ -288,7 +288,7 @@ def test_extractive_rates(searcher, examples_db, name):
 def rust_db(tmp_path_factory, shared_embedder):
     from conftest import DATA, need_shared
 
-    from brainbot.indexer import Indexer
+    from brainbot.index.indexer import Indexer
 
     book = need_shared(DATA / "corpora" / "rust-book")
     db = tmp_path_factory.mktemp("rust") / "rust.db"
@@ -301,7 +301,7 @@ def rust_db(tmp_path_factory, shared_embedder):
 @pytest.mark.corpus
 @pytest.mark.parametrize("name", ["questions-rust.jsonl", "questions-rust-holdout.jsonl"])
 def test_extractive_rates_on_documentation(rust_db, shared_embedder, name):
-    from brainbot.search import Searcher
+    from brainbot.search.searcher import Searcher
 
     with Searcher(rust_db, embedder=shared_embedder) as s:
         result = run_answers(REPO / "examples" / name, db=rust_db, searcher=s)

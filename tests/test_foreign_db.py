@@ -20,7 +20,7 @@ from reliability_kit import (
 
 @pytest.fixture(scope="module")
 def base_index(tmp_path_factory, shared_embedder) -> tuple[Path, Path]:
-    from brainbot.indexer import Indexer
+    from brainbot.index.indexer import Indexer
 
     root = tmp_path_factory.mktemp("foreign")
     vault = root / "vault"
@@ -41,7 +41,7 @@ def _poke(db: Path, *sql: str) -> None:
 
 
 def _newer_schema(db):
-    from brainbot.sqlite_file import SCHEMA_VERSION
+    from brainbot.store.sqlite.file import SCHEMA_VERSION
 
     _poke(db, f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
 

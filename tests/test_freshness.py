@@ -8,9 +8,9 @@ import os
 import pytest
 
 from brainbot.cli import main
-from brainbot.freshness import Freshness, out_of_date_note
-from brainbot.indexer import Indexer
-from brainbot.search import Searcher
+from brainbot.index.freshness import Freshness, out_of_date_note
+from brainbot.index.indexer import Indexer
+from brainbot.search.searcher import Searcher
 
 
 @pytest.fixture
@@ -43,8 +43,8 @@ def test_touched_file_with_same_bytes_is_not_stale(indexed, vault, monkeypatch):
     os.utime(gamma, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
     searcher = Searcher(indexed)
     hashed = []
-    real = __import__("brainbot.freshness", fromlist=["_sha256"])._sha256
-    monkeypatch.setattr("brainbot.freshness._sha256", lambda p: hashed.append(p) or real(p))
+    real = __import__("brainbot.index.freshness", fromlist=["_sha256"])._sha256
+    monkeypatch.setattr("brainbot.index.freshness._sha256", lambda p: hashed.append(p) or real(p))
     hit = searcher.search("Dr. Smith results Friday", 1, mode="bm25")[0]
     assert hit.path == "gamma.md" and hit.stale is False
     assert hashed == [str(gamma)]  # the stat differed, so it was hashed, once

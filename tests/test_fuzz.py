@@ -27,11 +27,12 @@ from conftest import REPO
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from brainbot import lexical, notes
-from brainbot.chunking import ChunkParams, chunk_note
-from brainbot.inline import InlineMarkup
-from brainbot.markdown import BLOCK_KINDS, parse
-from brainbot.tokens import TokenCounter
+from brainbot.notes import files as notes
+from brainbot.notes.inline import InlineMarkup
+from brainbot.notes.markdown import BLOCK_KINDS, parse
+from brainbot.text import lexical
+from brainbot.text.chunking import ChunkParams, chunk_note
+from brainbot.text.tokens import TokenCounter
 
 SCALE = int(os.environ.get("BRAINBOT_FUZZ_SCALE", "1"))
 FUZZ = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow,
@@ -226,9 +227,10 @@ import sys
 import atheris
 
 with atheris.instrument_imports():
-    from brainbot import chunking, lexical, markdown, notes, sentences
+    from brainbot.text import chunking, lexical
+from brainbot.notes import markdown, files as notes, sentences
 
-from brainbot.tokens import TokenCounter
+from brainbot.text.tokens import TokenCounter
 
 counter = TokenCounter()
 params = chunking.ChunkParams(max_tokens=64, target_tokens=48, min_tokens=8)

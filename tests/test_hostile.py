@@ -19,7 +19,7 @@ import pytest
 import sqlean
 from conftest import REPO
 
-from brainbot import notes
+from brainbot.notes import files as notes
 from brainbot.render import printable
 
 NEWLINE_NAME = "new\nline.md"
@@ -222,7 +222,7 @@ def test_unreadable_file_and_folder_are_reported(tmp_path):
 def test_unreadable_file_simulated(tmp_path, vault, counting, monkeypatch):
     """Everywhere (root or not): a read that fails with EACCES, and a file that vanishes
     between discovery and reading, are reported and skipped; the rest is indexed."""
-    from brainbot.indexer import Indexer
+    from brainbot.index.indexer import Indexer
 
     real_open = open
 

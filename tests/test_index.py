@@ -8,10 +8,10 @@ import time
 import numpy as np
 import pytest
 
-from brainbot import sqlite_file as store
 from brainbot.errors import IncompatibleIndexError, InputError, StoreBusyError
-from brainbot.indexer import Indexer
-from brainbot.sqlite_store import WriterLock
+from brainbot.index.indexer import Indexer
+from brainbot.store.sqlite import file as store
+from brainbot.store.sqlite.store import WriterLock
 
 
 def run(db, paths, embedder):
@@ -131,7 +131,7 @@ def test_vectors_are_unit_f32_blobs(tmp_path, vault, counting):
 
 
 def test_sqlite_vec_ranks_like_brainbot(tmp_path, vault, counting):
-    from brainbot.search import Searcher
+    from brainbot.search.searcher import Searcher
 
     db = tmp_path / "b.db"
     run(db, [vault], counting)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from brainbot.inline import (
+from brainbot.notes.inline import (
     Autolink,
     BareUrl,
     CodeSpan,
@@ -20,7 +20,7 @@ from brainbot.inline import (
     tags,
     visible_text,
 )
-from brainbot.markdown import parse
+from brainbot.notes.markdown import parse
 
 
 def markup(text: str) -> InlineMarkup:

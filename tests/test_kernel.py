@@ -1,4 +1,4 @@
-"""The C search core held equal to its numpy twin (brainbot.reference).
+"""The C search core held equal to its numpy twin (brainbot.kernel.reference).
 
 Cosine scores are compared with a tolerance (BLAS and the C kernels sum in different
 orders) and ids exactly, except inside groups of scores that tie within that tolerance.
@@ -20,10 +20,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from brainbot import kernel as K
-from brainbot import lexical
-from brainbot import reference as R
 from brainbot.errors import KernelError
+from brainbot.kernel import native as K
+from brainbot.kernel import reference as R
+from brainbot.text import lexical
 
 if TYPE_CHECKING:  # mypy: both implementations satisfy what active() promises
     _C_KERNEL: K.SearchKernel = K
@@ -416,7 +416,7 @@ def test_bm25_default_avgdl_and_parameters():
 
 @pytest.mark.parametrize("impl", [K, R])
 def test_bm25_defaults_are_the_apps_constants(impl):
-    """One definition: the wrappers default to what search.py passes explicitly."""
+    """One definition: the wrappers default to what search/searcher.py passes explicitly."""
     params = inspect.signature(impl.bm25_topk).parameters
     assert params["k1"].default is lexical.BM25_K1
     assert params["b"].default is lexical.BM25_B
@@ -666,7 +666,7 @@ def test_both_kernels_match_the_protocol(impl, name):
 @pytest.mark.slow
 def test_protocol_and_stub_type_check(tmp_path):
     """mypy accepts both modules as a SearchKernel (the TYPE_CHECKING block above), and
-    stubtest finds kernel.pyi in step with kernel.py. Skipped where mypy is not
+    stubtest finds kernel.pyi in step with kernel/native.py. Skipped where mypy is not
     installed (it is not a test dependency)."""
     pytest.importorskip("mypy")
     root = Path(__file__).resolve().parent.parent
@@ -675,7 +675,7 @@ def test_protocol_and_stub_type_check(tmp_path):
     common = ["--config-file", str(config), "--cache-dir", str(tmp_path / "cache")]
     for args in (
         ["-m", "mypy", *common, "tests/test_kernel.py"],
-        ["-m", "mypy.stubtest", "--mypy-config-file", str(config), "brainbot.kernel"],
+        ["-m", "mypy.stubtest", "--mypy-config-file", str(config), "brainbot.kernel.native"],
     ):
         run = subprocess.run([sys.executable, *args], cwd=root, capture_output=True, text=True)
         assert run.returncode == 0, run.stdout + run.stderr
@@ -685,7 +685,7 @@ def test_missing_extension_falls_back_with_one_warning():
     code = (
         "import sys, warnings\n"
         "sys.modules['brainbot._kernel'] = None\n"
-        "from brainbot import kernel, reference\n"
+        "from brainbot.kernel import native as kernel, reference\n"
         "assert not kernel.available()\n"
         "with warnings.catch_warnings(record=True) as w:\n"
         "    warnings.simplefilter('always')\n"

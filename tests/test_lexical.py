@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from brainbot import lexical
+from brainbot.text import lexical
 
 
 def test_lowercase_stop_words_and_stemming():

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from brainbot.markdown import BLOCK_KINDS, list_item_starts, parse
-from brainbot.sentences import ends_sentence, sentences, split_sentences
+from brainbot.notes.markdown import BLOCK_KINDS, list_item_starts, parse
+from brainbot.notes.sentences import ends_sentence, sentences, split_sentences
 
 
 def kinds(text: str) -> list[str]:

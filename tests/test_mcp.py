@@ -12,7 +12,7 @@ import anyio
 import pytest
 from conftest import EXAMPLES, copy_tree
 
-from brainbot.indexer import Indexer
+from brainbot.index.indexer import Indexer
 
 TOOLS = {"search", "get", "status", "ask"}
 

@@ -25,11 +25,11 @@ from pg_kit import store_snapshot, write_pg_harness
 from pg_server import start_server
 from reliability_kit import cli_env, one_line_error, run_cli
 
-from brainbot.copying import copy_index
-from brainbot.db import open_store
 from brainbot.errors import StoreBusyError
-from brainbot.indexer import Indexer
-from brainbot.search import Searcher
+from brainbot.index.copying import copy_index
+from brainbot.index.indexer import Indexer
+from brainbot.search.searcher import Searcher
+from brainbot.store.target import open_store
 
 pytestmark = pytest.mark.postgres
 LAB_NOTES = 8  # ~80 chunks: a dozen commits at 8 chunks a batch, seconds of embedding
@@ -186,7 +186,7 @@ def test_passwords_are_never_printed(lab):
 
 STOP_WORKER = r'''
 import os, sys, time
-from brainbot.pg_store import PostgresStore
+from brainbot.store.pg.store import PostgresStore
 ready, go = sys.argv[1], sys.argv[2]
 leg = PostgresStore.bm25_topk
 def waiting(self, *a, **k):  # connected and about to query: let the test stop the server
@@ -235,7 +235,7 @@ def test_concurrent_threads_share_nothing(lab):
     def loop():
         try:
             with open_store(url) as store:
-                from brainbot import lexical
+                from brainbot.text import lexical
 
                 for _ in range(20):
                     store.bm25_topk(lexical.query_terms("bread"), 5)

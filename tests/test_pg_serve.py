@@ -11,8 +11,8 @@ from pg_kit import store_snapshot
 from test_mcp import session
 from test_watch import Running, wait_until
 
-from brainbot.copying import copy_index
-from brainbot.indexer import Indexer
+from brainbot.index.copying import copy_index
+from brainbot.index.indexer import Indexer
 
 pytestmark = pytest.mark.postgres
 

@@ -16,10 +16,7 @@ import pytest
 from conftest import EXAMPLES
 from pg_kit import same_hits, store_snapshot
 
-from brainbot import lexical, pg_schema
 from brainbot.cli import main
-from brainbot.copying import copy_index
-from brainbot.db import open_store
 from brainbot.errors import (
     IdentityMismatchError,
     InputError,
@@ -28,8 +25,12 @@ from brainbot.errors import (
     NotAnIndexError,
     OlderSchemaError,
 )
-from brainbot.indexer import Indexer
-from brainbot.search import Searcher
+from brainbot.index.copying import copy_index
+from brainbot.index.indexer import Indexer
+from brainbot.search.searcher import Searcher
+from brainbot.store.pg import schema as pg_schema
+from brainbot.store.target import open_store
+from brainbot.text import lexical
 
 pytestmark = pytest.mark.postgres
 
@@ -99,7 +100,7 @@ def test_filters_return_k_hits(pg_examples, examples_db, shared_embedder, mode):
 
 def test_selective_filter_still_fills_k_through_the_index(pg_examples, shared_embedder,
                                                           monkeypatch):
-    from brainbot import pg_legs
+    from brainbot.store.pg import legs as pg_legs
 
     monkeypatch.setattr(pg_legs, "EXACT_MAX", 0)  # force the HNSW path with a filter
     pg = Searcher(pg_examples, embedder=shared_embedder)
@@ -133,7 +134,8 @@ def test_commands_work_on_a_url(pg_examples, examples_db, capsys, monkeypatch):
     assert status["sqlite_vec"].startswith("does not apply") and "fusion only" in status["kernel"]
     # neither sqlite-vec nor the C kernel's legs serve a Postgres index: doctor passes
     # without them
-    from brainbot import doctor, sqlite_file
+    from brainbot import doctor
+    from brainbot.store.sqlite import file as sqlite_file
 
     monkeypatch.setattr(sqlite_file, "load_extension_vec", lambda db: False)
     monkeypatch.setattr(doctor, "kernel_backend", lambda: "numpy")

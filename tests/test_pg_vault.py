@@ -14,13 +14,13 @@ from conftest import CountingEmbedder, copy_tree
 from pg_kit import same_hits, store_snapshot
 from test_vault import EXPECTED, VAULT, run
 
-from brainbot import pg_schema
-from brainbot.copying import copy_index
-from brainbot.db import open_store
 from brainbot.errors import OlderSchemaError
-from brainbot.indexer import Indexer
-from brainbot.search import Searcher
-from brainbot.store import Filter
+from brainbot.index.copying import copy_index
+from brainbot.index.indexer import Indexer
+from brainbot.search.searcher import Searcher
+from brainbot.store.interface import Filter
+from brainbot.store.pg import schema as pg_schema
+from brainbot.store.target import open_store
 
 pytestmark = pytest.mark.postgres
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from brainbot.chunking import ChunkParams, chunk_text
-from brainbot.quality import assess
+from brainbot.text.chunking import ChunkParams, chunk_text
+from brainbot.text.quality import assess
 
 NOTE = """---
 title: Sample

@@ -7,8 +7,8 @@ import json
 import pytest
 from fake_anthropic import FakeAnthropic, message, text
 
-from brainbot import rerank
-from brainbot.search import Hit
+from brainbot.search import rerank
+from brainbot.search.searcher import Hit
 
 
 def _hit(i: int, body: str) -> Hit:
@@ -25,7 +25,7 @@ def test_proximity_prefers_close_terms():
 
 
 def test_local_rerank_keeps_every_hit_and_orders_by_its_score(examples_db):
-    from brainbot.search import Searcher
+    from brainbot.search.searcher import Searcher
 
     s = Searcher(examples_db)
     query = "how often do I feed the starter"

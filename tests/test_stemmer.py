@@ -1,4 +1,4 @@
-"""brainbot.stemmer: the Porter (1980) stemmer as porter.c / Lucene's PorterStemFilter run it.
+"""brainbot.text.stemmer: the Porter (1980) stemmer as porter.c / Lucene's PorterStemFilter run it.
 
 Every expected stem below was checked against Martin Porter's reference C implementation
 (tartarus.org porter.c, with its -bli/-logi departures and the length <= 2 rule).
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from brainbot.stemmer import stem
+from brainbot.text.stemmer import stem
 
 # The examples of Porter (1980), run through the whole algorithm, plus everyday words.
 CANONICAL = [

@@ -36,7 +36,7 @@ def harness(tmp_path_factory) -> Path:
 def indexed(tmp_path, vault, shared_embedder):
     """The tiny vault indexed into tmp_path/b.db, and a long note added afterwards, so the
     next run has ~20 chunks (~150 KB of WAL) to write."""
-    from brainbot.indexer import Indexer
+    from brainbot.index.indexer import Indexer
 
     db = tmp_path / "b.db"
     with Indexer(db, embedder=shared_embedder) as ix:
@@ -48,7 +48,7 @@ def indexed(tmp_path, vault, shared_embedder):
 
 
 def _clean_of(vault: Path, tmp: Path, embedder) -> dict:
-    from brainbot.indexer import Indexer
+    from brainbot.index.indexer import Indexer
 
     db = tmp / "reference.db"
     with Indexer(db, embedder=embedder) as ix:
@@ -162,7 +162,7 @@ db.execute("ROLLBACK")
 '''
 HOLD_WRITER = r'''
 import sys
-from brainbot.sqlite_store import WriterLock
+from brainbot.store.sqlite.store import WriterLock
 with WriterLock(sys.argv[1]):
     print("held", flush=True)
     sys.stdin.read()
@@ -218,8 +218,8 @@ def test_db_held_by_another_indexer(vault, indexed):
 
 
 def test_busy_timeout_override_is_validated(monkeypatch, tmp_path):
-    from brainbot import sqlite_file as store
     from brainbot.errors import InputError
+    from brainbot.store.sqlite import file as store
 
     monkeypatch.setenv("BRAINBOT_BUSY_TIMEOUT_MS", "250")
     db = store.connect(tmp_path / "x.db")

@@ -9,16 +9,17 @@ import shutil
 import numpy as np
 import pytest
 
-from brainbot import identity, sqlite_file
 from brainbot.cli import main
-from brainbot.db import open_store
 from brainbot.errors import (
     IdentityMismatchError,
     NoIndexError,
     OlderSchemaError,
 )
-from brainbot.indexer import Indexer
-from brainbot.search import Searcher
+from brainbot.index.indexer import Indexer
+from brainbot.search.searcher import Searcher
+from brainbot.store import identity
+from brainbot.store.sqlite import file as sqlite_file
+from brainbot.store.target import open_store
 
 BAD_YAML = "---\ntitle: [unclosed\ntags: [a, b\n---\n# Body\n\nThe body is fine and indexed.\n"
 

@@ -12,12 +12,12 @@ import os
 import pytest
 from conftest import REPO, CountingEmbedder, copy_tree
 
-from brainbot import sqlite_file
 from brainbot.cli import main
-from brainbot.db import open_store
 from brainbot.errors import InputError, OlderSchemaError
-from brainbot.indexer import Indexer
-from brainbot.vault import Resolver, parse_when
+from brainbot.index.indexer import Indexer
+from brainbot.notes.vault import Resolver, parse_when
+from brainbot.store.sqlite import file as sqlite_file
+from brainbot.store.target import open_store
 
 VAULT = REPO / "examples" / "vault"
 EXPECTED = json.loads((VAULT / "expected.json").read_text(encoding="utf-8"))

@@ -15,9 +15,9 @@ import time
 import pytest
 from reliability_kit import snapshot
 
-from brainbot.indexer import Indexer
-from brainbot.search import Searcher
-from brainbot.watch import Watcher
+from brainbot.index.indexer import Indexer
+from brainbot.search.searcher import Searcher
+from brainbot.serve.watch import Watcher
 
 WAIT_S = 30  # generous: CI machines are shared; a save is normally seen in well under 2 s
 
@@ -130,7 +130,7 @@ def test_folder_deleted_and_recreated(running, tmp_path):
 
 def test_the_lock_is_held_per_pass_only(running, tmp_path, shared_embedder):
     """Between passes another writer may index; a pass that finds the lock taken waits."""
-    from brainbot.sqlite_store import WriterLock
+    from brainbot.store.sqlite.store import WriterLock
 
     with Indexer(running.db, embedder=shared_embedder) as ix:  # not refused: idle watcher
         ix.index_paths([running.root])

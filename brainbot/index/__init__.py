@@ -1,0 +1,2 @@
+"""Writing and reading back an index: the indexer, copying between stores, freshness, reading indexed notes back.
+"""

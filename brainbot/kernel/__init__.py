@@ -1,0 +1,1 @@
+"""The C search core's typed wrapper (over brainbot._kernel) and its numpy twins."""

@@ -1,0 +1,2 @@
+"""Notes: finding and reading markdown files, their blocks with exact spans, inline markup, sentences, script, and vault facts (links, tags, dates).
+"""

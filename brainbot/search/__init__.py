@@ -1,0 +1,1 @@
+"""Retrieval: the searcher (legs, fusion, filters) and re-ranking."""

@@ -1,0 +1,196 @@
+"""Retrieval: BM25, vector and hybrid modes, fusion, re-ranking, result records.
+
+A Searcher opens an index read-only through its store (``store/interface.py``), which scores each
+leg (on SQLite in the C kernel over arrays loaded once, so many queries, as in the eval,
+pay for that once; on Postgres in SQL). Hybrid mode takes a candidate pool from each leg
+and fuses them here, above the store, so both stores rank alike; the default fusion
+method and weights are the ones ``brainbot eval`` measured best (see README, "Retrieval
+quality"). Every search first lets the store pick up what another process indexed.
+
+Nothing here writes to the database or talks to an LLM except the optional LLM
+re-ranker in ``search/rerank.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from brainbot.errors import InputError
+from brainbot.index import freshness
+from brainbot.kernel import native as kernel
+from brainbot.notes import language
+from brainbot.store.interface import DocumentRow, Filter, Store
+from brainbot.store.target import open_store
+from brainbot.text import lexical
+
+MODES = ("bm25", "vector", "hybrid")
+# Candidates each leg hands to fusion. 100 covers recall@100 for the eval and costs
+# well under a millisecond in the kernels.
+POOL = 100
+# Cormack, Clarke & Buettcher (2009), "Reciprocal rank fusion outperforms Condorcet and
+# individual rank learning methods": k = 60.
+RRF_K = 60.0
+# Settled by `brainbot eval` on NFCorpus (README, "Retrieval quality").
+DEFAULT_FUSION: Literal["rrf", "weighted"] = "rrf"
+DEFAULT_WEIGHTS = (1.0, 1.0)  # (bm25, vector)
+# A query written mostly in Chinese, Japanese or Korean: the English model's vectors are
+# weak there, so BM25 carries it. benchmarks/bench_cjk.py, hybrid hit@5 / MRR on
+# examples/questions-cjk.jsonl with (bm25, vector) weights 1:1 0.855 / 0.679, 1:0.5
+# 0.952 / 0.785, 1:0.25 0.968 / 0.855, 1:0 1.000 / 0.973 (= bm25 alone; vector alone:
+# 0.613 / 0.437). Any weight on the vector leg only hurt, so it is left out (and the
+# query is not embedded).
+CJK_WEIGHTS = (1.0, 0.0)
+
+
+@dataclass
+class Hit:
+    """One retrieved chunk, with where it lives (lines and characters) and how it scored."""
+
+    chunk_id: str
+    path: str
+    root: str
+    heading_path: list[str]
+    start_line: int
+    end_line: int
+    score: float
+    text: str
+    rowid: int = 0
+    explain: dict = field(default_factory=dict)
+    start_char: int = -1
+    end_char: int = -1
+    document: DocumentRow | None = field(default=None, repr=False)
+    stale: bool = False  # the file changed or vanished since it was indexed
+
+    @property
+    def location(self) -> str:
+        return f"{self.path}:{self.start_line}-{self.end_line}"
+
+    def to_dict(self, explain: bool = False) -> dict:
+        doc = self.document
+        out = {"chunk_id": self.chunk_id, "path": self.path,
+               "heading_path": self.heading_path, "start_line": self.start_line,
+               "end_line": self.end_line, "score": round(float(self.score), 6),
+               "text": self.text, "stale": self.stale,
+               "date": doc.date if doc else None, "date_source": doc.date_source if doc else None}
+        if explain:
+            out["explain"] = self.explain
+        return out
+
+
+class Searcher:
+    """Query one index through its store; the embedder loads on the first vector query."""
+
+    def __init__(self, db, *, embedder=None, precision: str | None = None,
+                 store: Store | None = None):
+        self.db_path = db
+        self.store = store or open_store(db)
+        self.meta = self.store.meta()
+        self.precision = precision
+        self._embedder = embedder
+        self.kernel = kernel.active()
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Searcher:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def embedder(self):
+        if self._embedder is None:
+            from brainbot.model.embed import Embedder
+
+            precision = self.precision
+            if precision is None:
+                precision = "int8" if "int8" in self.meta.get("embedder", "") else "fp32"
+            self._embedder = Embedder(precision=precision)
+        return self._embedder
+
+    # -- legs: (chunk ids, scores), best first ------------------------------------------
+    def bm25(self, query: str, n: int, flt: Filter | None = None):
+        return self.store.bm25_topk(lexical.query_terms(query), n, flt)
+
+    def vector(self, query: str, n: int, flt: Filter | None = None, qvec=None):
+        if qvec is None:
+            qvec = self.embedder.embed_query(query)
+        return self.store.vector_topk(qvec, n, flt)
+
+    def best_cosine(self, qvec) -> float:
+        """The best cosine between ``qvec`` and any chunk: the vector leg's top-1."""
+        _, scores = self.store.vector_topk(qvec, 1)
+        return float(scores[0]) if len(scores) and scores[0] > -1e30 else 0.0
+
+    # -- the query ----------------------------------------------------------------------
+    def search(self, query: str, k: int = 10, *, mode: str = "hybrid", rerank: bool = False,
+               path_glob: str | None = None, tags: list[str] | None = None,
+               since: str | None = None, before: str | None = None,
+               linked_to: str | None = None, min_score: float | None = None,
+               fusion: Literal["rrf", "weighted"] = DEFAULT_FUSION,
+               weights: tuple[float, float] | None = None, pool: int = POOL,
+               qvec=None) -> list[Hit]:
+        if mode not in MODES:
+            raise InputError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+        if k <= 0:
+            raise InputError(f"k must be at least 1, not {k}")
+        if not query.strip():
+            raise InputError("the query is empty")
+        self.store.refresh()  # another process may have indexed since the last query
+        weights = weights or (CJK_WEIGHTS if language.mostly_cjk(query) else DEFAULT_WEIGHTS)
+        flt = Filter(path_glob, tuple(tags or ()), since, before, linked_to)
+        n = max(pool, k)
+        if mode == "bm25":
+            ids, scores = self.bm25(query, n, flt)
+            explain = [{"bm25_rank": i + 1, "bm25_score": float(s)} for i, s in enumerate(scores)]
+        elif mode == "vector":
+            ids, scores = self.vector(query, n, flt, qvec)
+            explain = [{"vector_rank": i + 1, "vector_score": float(s)}
+                       for i, s in enumerate(scores)]
+        else:
+            ids_a, sc_a = self.bm25(query, n, flt)
+            if weights[1] > 0:
+                ids_b, sc_b = self.vector(query, n, flt, qvec)
+            else:  # the leg would count for nothing: skip the embedding too
+                ids_b, sc_b = np.full(n, -1, np.int64), np.full(n, -np.inf, np.float32)
+            fused = self.kernel.fuse(ids_a, sc_a, ids_b, sc_b, n, method=fusion, rrf_k=RRF_K,
+                                     weight_a=weights[0], weight_b=weights[1])
+            ids, scores = fused.ids, fused.scores
+            explain = [_leg_explain(fused, i) for i in range(len(ids))]
+        hits = self._hits(ids, scores, explain, n if rerank else k)
+        if rerank:
+            from .rerank import rerank as do_rerank
+
+            hits = do_rerank(self, query, hits)[:k]
+        if min_score is not None:
+            hits = [h for h in hits if h.score >= min_score]
+        freshness.mark(hits)
+        return hits
+
+    def _hits(self, ids: np.ndarray, scores: np.ndarray, explain: list[dict], k: int) -> list[Hit]:
+        chosen = [(int(i), float(s), e) for i, s, e in zip(ids, scores, explain)
+                  if i >= 0 and np.isfinite(s)][:k]
+        rows = self.store.chunks([i for i, _, _ in chosen])
+        hits = []
+        for rowid, score, exp in chosen:
+            r = rows.get(rowid)
+            if r is None:  # removed by a concurrent index run since we loaded
+                continue
+            hits.append(Hit(r.chunk_id, r.path, r.root, r.heading_path, r.start_line,
+                            r.end_line, score, r.text, rowid, exp, r.start_char, r.end_char,
+                            r.document))
+        return hits
+
+
+def _leg_explain(fused, i: int) -> dict:
+    out = {}
+    for leg, rank, score in (("bm25", fused.rank_a, fused.score_a),
+                             ("vector", fused.rank_b, fused.score_b)):
+        r = int(rank[i])
+        out[f"{leg}_rank"] = r if r > 0 else None
+        out[f"{leg}_score"] = float(score[i]) if r > 0 else None
+    return out

@@ -1,0 +1,1 @@
+"""The long-running programs: the MCP server and the watcher."""

@@ -1,0 +1,91 @@
+"""What must match between an index and the code that reads or writes it.
+
+An index records the model, its weights, the dimension, the tokenizer, the chunker, the
+BM25 analyzer and the embedder that built it (the ``meta`` table, or its Postgres twin).
+A reader compares vectors and terms with its own, so it needs model, weights, dimension
+and analyzer to match; a writer adds chunks next to the old ones, so it needs every field
+to match. One function checks both ways.
+
+This module builds and compares identities; it does not open any store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+
+from brainbot.errors import IdentityMismatchError
+
+READER_KEYS = ("model", "model_sha256", "dimension", "analyzer")
+
+
+@dataclass(frozen=True)
+class IndexIdentity:
+    """The fields recorded in an index's meta; ``fingerprint`` hashes them all."""
+
+    model: str
+    model_sha256: str
+    dimension: int
+    tokenizer: str
+    chunker: str
+    analyzer: str
+    embedder: str
+
+    def fingerprint(self) -> str:
+        blob = json.dumps(asdict(self), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def as_meta(self) -> dict[str, str]:
+        meta = {k: str(v) for k, v in asdict(self).items()}
+        meta["fingerprint"] = self.fingerprint()
+        return meta
+
+
+def current(precision: str = "fp32", params=None) -> IndexIdentity:
+    """The identity of this code: model, tokenizer, chunker, analyzer, embedder."""
+    from brainbot.model import files as model
+    from brainbot.model.embed import Embedder
+    from brainbot.text import lexical
+    from brainbot.text.chunking import ChunkParams
+
+    params = params or ChunkParams()
+    return IndexIdentity(
+        model=model.MODEL_ID,
+        model_sha256=model.weights_sha256(),
+        dimension=model.DIMENSION,
+        tokenizer=model.FILES["tokenizer.json"][:16],
+        chunker=params.fingerprint(),
+        analyzer=lexical.ANALYZER_VERSION,
+        embedder=Embedder(precision=precision).fingerprint,
+    )
+
+
+def reader_wants() -> dict[str, str]:
+    """What a reader needs an index to match: constants, nothing loaded."""
+    from brainbot.model import files as model
+    from brainbot.text import lexical
+
+    return {"model": model.MODEL_ID, "model_sha256": model.weights_sha256(),
+            "dimension": str(model.DIMENSION), "analyzer": lexical.ANALYZER_VERSION}
+
+
+def _recorded(meta: dict[str, str], key: str) -> str | None:
+    if key == "analyzer" and "analyzer" not in meta and "+" in meta.get("chunker", ""):
+        return meta["chunker"].split("+", 1)[1]  # schema 1 kept it inside the chunker field
+    return meta.get(key)
+
+
+def check(meta: dict[str, str], target, *, writer: IndexIdentity | None = None) -> None:
+    """Refuse an index whose recorded identity does not match: with ``writer`` every field
+    of that identity, else (a reader) the fields of READER_KEYS. An index that records
+    no identity yet (never written) passes."""
+    if "fingerprint" not in meta:
+        return
+    wanted = writer.as_meta() if writer is not None else reader_wants()
+    for key, ours in wanted.items():
+        if key == "fingerprint":
+            continue
+        theirs = _recorded(meta, key)
+        if theirs != ours:
+            raise IdentityMismatchError(target, key, "none" if theirs is None else theirs, ours)

@@ -1,0 +1,402 @@
+"""The Postgres store: an index in a PostgreSQL database with pgvector, read and written
+through the ``Store`` interface, with the same meaning as the SQLite store.
+
+Readers connect in autocommit mode (every query sees the last committed batch), check
+that the schema is a brainbot index at this version whose model, dimension and analyzer
+match, and never write. The one writer holds a session advisory lock from
+``open(write=True)`` to ``close()`` (a second writer is refused at once with
+StoreBusyError; readers never take it), migrates the schema, and writes one transaction
+per ``batch()``; each committed batch bumps ``meta.generation``, which readers compare to
+know what changed, exactly as on SQLite.
+
+Searching is ``store/pg/legs.py``'s; buffering and COPY are ``store/pg/write.py``'s; connecting,
+schema, migrations and error translation are ``store/pg/schema.py``'s. Driver errors leave
+every method as one-line StoreErrors naming the URL without its password.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import numpy as np
+
+from brainbot.errors import StoreBusyError, StoreError
+from brainbot.store import identity as identity_mod
+from brainbot.store.interface import (
+    CHUNK_COLUMNS,
+    CHUNK_RECORDS_SQL,
+    DOC_COLUMNS,
+    ChunkRow,
+    DocState,
+    DocumentRow,
+    Filter,
+    NewDocument,
+    chunk_record,
+    chunk_row,
+    document_row,
+)
+from brainbot.store.sqlite.store import now_iso
+
+from . import schema as ps
+from .legs import PgLegs
+from .vault import PgVault
+from .write import Pending
+
+_COUNTERS = ("chunk_count", "length_sum")  # meta keys: BM25's N and summed lengths
+
+
+def _translated(method):
+    """Driver errors raised by a store method as StoreErrors naming the URL."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with ps.translate_errors(self.target):
+            return method(self, *args, **kwargs)
+    return wrapper
+
+
+class PostgresStore(PgVault):
+    """An open Postgres index (see the module docstring)."""
+
+    def __init__(self, url: str, conn, schema: str, *, writer: bool = False) -> None:
+        self.url = url
+        self.target = ps.public_url(url)
+        self.conn = conn
+        self.schema = schema
+        self.writer = writer
+        self.legs = PgLegs(conn)
+        self._meta: dict[str, str] | None = None
+        self._pending: Pending | None = None
+
+    # -- opening and closing -------------------------------------------------------------
+    @classmethod
+    def open(cls, url: str, *, write: bool = False, identity=None,
+             rebuild: bool = False) -> PostgresStore:
+        conn = ps.connect(url)
+        target = ps.public_url(url)
+        try:
+            with ps.translate_errors(target):
+                schema = ps.current_schema(conn)
+                if write:
+                    return cls._open_writer(url, conn, schema, identity, rebuild)
+                return cls._open_reader(url, conn, schema)
+        except BaseException:
+            conn.close()
+            raise
+
+    @classmethod
+    def _open_reader(cls, url: str, conn, schema: str) -> PostgresStore:
+        target = ps.public_url(url)
+        ps.check_readable(conn, schema, target)
+        if not ps.register_vector(conn, target):
+            raise StoreError(f"{target}: the pgvector extension is missing; run "
+                             "`CREATE EXTENSION vector` as its owner, or rebuild the index")
+        identity_mod.check(ps.read_meta(conn), target)
+        # iterative scans: a filtered HNSW query keeps scanning until it has its k rows
+        conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false)")
+        return cls(url, conn, schema)
+
+    @classmethod
+    def _open_writer(cls, url: str, conn, schema: str, identity, rebuild: bool):
+        target = ps.public_url(url)
+        if not ps.try_lock(conn, schema):
+            raise StoreBusyError(f"another `brainbot index` is writing {target}; wait for "
+                                 "it to finish and run again")
+        ps.register_vector(conn, target)
+        if rebuild:
+            ps.drop_all(conn, schema, target)
+        elif identity is not None and ps.check_ours(conn, schema, target):
+            # before migrating: refuse without touching it
+            identity_mod.check(ps.read_meta(conn), target, writer=identity)
+        ps.migrate(conn, schema, target)
+        row = conn.execute("SELECT has_table_privilege('documents', 'INSERT') AND "
+                           "has_table_privilege('postings', 'DELETE')").fetchone()
+        if not row[0]:
+            raise StoreError(f"{target}: permission denied; this role may only read: index "
+                             "with a role that may write, or grant it")
+        store = cls(url, conn, schema, writer=True)
+        store._repair()
+        conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false)")
+        return store
+
+    def _repair(self) -> None:
+        """What a killed bulk load or an older writer may have left out: the HNSW index
+        and the count keys."""
+        self._create_hnsw()
+        meta = ps.read_meta(self.conn)
+        if all(k in meta for k in _COUNTERS):
+            return
+        n, total = self.conn.execute(
+            "SELECT count(*), coalesce(sum(lexical_length), 0) FROM chunks").fetchone()
+        self._write_meta({"chunk_count": str(n), "length_sum": str(total)})
+
+    def _create_hnsw(self) -> None:
+        self.conn.execute(
+            f"CREATE INDEX IF NOT EXISTS embeddings_hnsw ON embeddings USING hnsw "
+            f"(vector vector_cosine_ops) WITH (m = {ps.HNSW_M}, "
+            f"ef_construction = {ps.HNSW_EF_CONSTRUCTION})")
+
+    def close(self) -> None:
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            try:
+                conn.close()  # also releases the writer's advisory lock
+            except Exception:  # noqa: BLE001 - a dead server's socket: nothing to release
+                pass
+
+    def __enter__(self) -> PostgresStore:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- meta ------------------------------------------------------------------------------
+    @_translated
+    def meta(self) -> dict[str, str]:
+        if self._meta is None:
+            self._meta = ps.read_meta(self.conn)
+        return dict(self._meta)
+
+    @_translated
+    def generation(self) -> int:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+        return int(row[0]) if row else 0
+
+    def _write_meta(self, values: dict[str, str]) -> None:
+        self.conn.execute(
+            "INSERT INTO meta(key, value) SELECT * FROM unnest(%s::text[], %s::text[]) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (list(values), list(values.values())))
+        self._meta = None
+
+    @_translated
+    def record_identity(self, identity) -> None:
+        """Write ``identity`` to meta unless it is there already."""
+        rows = {**identity.as_meta(), "schema_version": str(ps.SCHEMA_VERSION)}
+        meta = ps.read_meta(self.conn)
+        if any(meta.get(k) != v for k, v in rows.items()):
+            self._write_meta(rows)
+
+    @_translated
+    def set_meta(self, key: str, value: str | None) -> None:
+        """Set (or with None remove) one meta entry; inside a batch."""
+        if value is None:
+            self.conn.execute("DELETE FROM meta WHERE key = %s", (key,))
+            self._meta = None
+        else:
+            self._write_meta({key: value})
+
+    # -- writing ---------------------------------------------------------------------------
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """One transaction; its commit bumps the generation. A failure rolls it all back."""
+        if not self.writer:
+            raise StoreError(f"{self.target} was opened for reading")
+        try:
+            with ps.translate_errors(self.target), self.conn.transaction():
+                self._pending = Pending(self.generation() + 1)
+                yield
+                self._pending.flush(self.conn)
+                self._commit_counts(self._pending)
+        finally:
+            self._pending = None
+
+    def _commit_counts(self, p: Pending) -> None:
+        self.conn.execute(
+            "UPDATE meta SET value = CASE key WHEN 'generation' THEN %s "
+            "WHEN 'chunk_count' THEN (value::bigint + %s)::text "
+            "ELSE (value::bigint + %s)::text END "
+            "WHERE key IN ('generation', 'chunk_count', 'length_sum')",
+            (str(p.generation), p.chunk_delta, p.length_delta))
+        self._meta = None
+
+    def _flushed(self) -> Pending:
+        if self._pending is None:
+            raise StoreError(f"{self.target}: writes go inside store.batch()")
+        self._pending.flush(self.conn)
+        return self._pending
+
+    @_translated
+    def known_documents(self, root: str) -> dict[str, DocState]:
+        return {path: DocState(i, sha, size, mtime) for i, path, sha, size, mtime in
+                self.conn.execute("SELECT id, path, sha256, size, mtime_ns FROM documents "
+                                  "WHERE root = %s", (root,))}
+
+    @_translated
+    def vectors_for(self, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        return {h: v.to_numpy() for h, v in self.conn.execute(
+            "SELECT DISTINCT ON (c.text_sha256) c.text_sha256, e.vector FROM chunks c "
+            "JOIN embeddings e ON e.chunk = c.id WHERE c.text_sha256 = ANY(%s)",
+            (sorted(set(text_hashes)),))}
+
+    @_translated
+    def touch_documents(self, updates: Sequence[tuple[int, int, int]]) -> None:
+        """(document id, size, mtime_ns): a file whose bytes did not change."""
+        self._flushed()
+        if updates:
+            ids, sizes, mtimes = (list(x) for x in zip(*updates))
+            self.conn.execute(
+                "UPDATE documents d SET size = u.size, mtime_ns = u.mtime FROM "
+                "unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS u(id, size, mtime) "
+                "WHERE d.id = u.id", (ids, sizes, mtimes))
+
+    @_translated
+    def delete_documents(self, doc_ids: Sequence[int]) -> None:
+        self._flushed().delete(self.conn, doc_ids)
+
+    @_translated
+    def add_document(self, doc: NewDocument) -> int:
+        if self._pending is None:
+            raise StoreError(f"{self.target}: writes go inside store.batch()")
+        return self._pending.add(self.conn, doc, now_iso())
+
+    @contextmanager
+    def bulk_load(self) -> Iterator[None]:
+        """Around a load into an empty index: the HNSW index is dropped and built once
+        at the end (pgvector builds it in parallel, far faster than row by row). A load
+        killed before the end leaves no index; the next writer to open creates it."""
+        with ps.translate_errors(self.target):
+            empty = self.conn.execute("SELECT NOT EXISTS (SELECT 1 FROM embeddings)"
+                                      ).fetchone()[0]
+            if empty:
+                self.conn.execute("DROP INDEX IF EXISTS embeddings_hnsw")
+        yield
+        with ps.translate_errors(self.target):
+            # the graph must fit in maintenance_work_mem or the build slows many times
+            # (~1.8 kB a 384-d vector with m = 16): at least 1 GB, more if the session
+            # has it (PGOPTIONS='-c maintenance_work_mem=4GB' for tens of millions)
+            self.conn.execute(
+                "SELECT set_config('maintenance_work_mem', '1GB', false) FROM pg_settings "
+                "WHERE name = 'maintenance_work_mem' AND setting::bigint < 1048576")
+            self._create_hnsw()
+
+    # -- the legs --------------------------------------------------------------------------
+    @_translated
+    def refresh(self) -> bool:
+        """Pick up what another process committed since the last call; False if nothing."""
+        generation = self.generation()
+        if generation == self.legs.generation:
+            return False
+        self._meta = None
+        meta = self.meta()
+        if all(k in meta for k in _COUNTERS):
+            n, total = int(meta["chunk_count"]), int(meta["length_sum"])
+        else:
+            n, total = self.conn.execute(
+                "SELECT count(*), coalesce(sum(lexical_length), 0) FROM chunks").fetchone()
+        return self.legs.sync(generation, int(n), int(total))
+
+    @_translated
+    def bm25_topk(self, terms: Counter, n: int, flt: Filter | None = None):
+        self._ready()
+        return self.legs.bm25(terms, n, self.legs.allowed(flt, self.filtered_documents))
+
+    @_translated
+    def vector_topk(self, qvec: np.ndarray, n: int, flt: Filter | None = None):
+        self._ready()
+        return self.legs.vector(qvec, n, self.legs.allowed(flt, self.filtered_documents))
+
+    def _ready(self) -> None:
+        if self.legs.generation is None:
+            self.refresh()
+
+    # -- the vault (pg_vault.PgVault), with driver errors translated -------------------------
+    resolve_links = _translated(PgVault.resolve_links)
+    links_from = _translated(PgVault.links_from)
+    links_to = _translated(PgVault.links_to)
+    unresolved_links = _translated(PgVault.unresolved_links)
+    tag_counts = _translated(PgVault.tag_counts)
+    language_share = _translated(PgVault.language_share)
+    record_facts = _translated(PgVault.record_facts)
+    find_note = _translated(PgVault.find_note)
+
+    # -- reading back ------------------------------------------------------------------------
+    @_translated
+    def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
+        return {r[0]: chunk_row(r) for r in self.conn.execute(
+            f"SELECT {CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id "
+            "WHERE c.id = ANY(%s)", ([int(i) for i in ids],))}
+
+    @_translated
+    def chunk_by_public_id(self, chunk_id: str) -> ChunkRow | None:
+        row = self.conn.execute(
+            f"SELECT {CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id "
+            "WHERE c.chunk_id = %s ORDER BY c.id LIMIT 1", (chunk_id,)).fetchone()
+        return chunk_row(row) if row else None
+
+    @_translated
+    def document(self, path: str) -> DocumentRow | None:
+        row = self.conn.execute(f"SELECT {DOC_COLUMNS} FROM documents d WHERE d.path = %s "
+                                "ORDER BY d.id LIMIT 1", (path,)).fetchone()
+        return document_row(row) if row else None
+
+    @_translated
+    def documents(self) -> list[DocumentRow]:
+        return [document_row(r) for r in self.conn.execute(
+            f"SELECT {DOC_COLUMNS} FROM documents d ORDER BY d.root, d.path")]
+
+    @_translated
+    def heading_at(self, document_id: int, line: int) -> list[str]:
+        row = self.conn.execute(
+            "SELECT heading_path FROM chunks WHERE document_id = %s AND start_line <= %s "
+            "ORDER BY start_line DESC LIMIT 1", (document_id, line)).fetchone()
+        return json.loads(row[0]) if row else []
+
+    def chunk_records(self) -> Iterator[dict]:
+        """The chunk records (DESIGN.md contract) of every chunk, by path and index."""
+        for r in self._stream(CHUNK_RECORDS_SQL):
+            yield chunk_record(r)
+
+    def _stream(self, sql: str, params=()) -> Iterator[tuple]:
+        """Rows of ``sql`` through a server-side cursor (a big index never sits in
+        memory), in one snapshot."""
+        with ps.translate_errors(self.target), self.conn.transaction():
+            with self.conn.cursor(name="brainbot_stream") as cur:
+                cur.itersize = 2000
+                yield from cur.execute(sql, params)
+
+    def export_documents(self) -> Iterator[NewDocument]:
+        """Every document with its chunks, vectors and terms, ids kept, in id order,
+        from one snapshot (a writer may go on committing meanwhile)."""
+        from .export import export
+
+        with ps.translate_errors(self.target), self.conn.transaction():
+            self.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            yield from export(self.conn)
+
+    @_translated
+    def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
+        return dict(self.conn.execute("SELECT term, df FROM terms WHERE term = ANY(%s)",
+                                      (sorted(set(terms)),)))
+
+    @_translated
+    def chunk_count(self) -> int:
+        meta = ps.read_meta(self.conn)
+        if "chunk_count" in meta:
+            return int(meta["chunk_count"])
+        return int(self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+
+    @_translated
+    def counts(self) -> dict[str, int]:
+        return {table: int(self.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+                for table in ("documents", "chunks", "embeddings", "terms", "postings")}
+
+    @_translated
+    def integrity(self) -> str:
+        from .export import problems
+
+        found = problems(self.conn)
+        return "; ".join(found) if found else "ok"
+
+    @_translated
+    def size_bytes(self) -> int:
+        """Tables with their indexes and TOAST, in brainbot's schema."""
+        row = self.conn.execute(
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s "
+            "AND c.relkind = 'r' AND c.relname = ANY(%s)", (self.schema, list(ps.TABLES)))
+        return int(row.fetchone()[0])
+

@@ -1,0 +1,163 @@
+"""The SQLite store's search side: the arrays the C kernel scans, loaded once, kept fresh.
+
+Chunk ids, BM25 lengths and (only when a vector leg runs) the vector matrix are loaded
+from the file in chunk-id order, so a kernel position maps to a chunk id by one array
+lookup. BM25 postings are read per query term and cached. Every index commit bumps the
+store's generation; ``sync`` compares it and reloads only what changed: the chunk list
+(from a covering index, no text read) and the vectors of chunks written since the loaded
+generation. A chunk id reused by SQLite for a new chunk has a newer generation, so it is
+re-read too.
+
+The kernels return kernel positions; the legs here return chunk ids, which is what
+fusion and the other store speak. A filter becomes an allow-mask over positions.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from brainbot.kernel import native as kernel
+from brainbot.text import lexical
+
+POSTINGS_CACHE_TERMS = 50_000  # a long-lived server must not cache a whole vocabulary
+
+
+def _empty(n: int) -> tuple[np.ndarray, np.ndarray]:
+    return np.full(n, -1, np.int64), np.full(n, -np.inf, np.float32)
+
+
+class KernelIndex:
+    """Arrays over one SQLite connection: ids, lengths, vectors; postings on demand."""
+
+    def __init__(self, db, dim: int) -> None:
+        self.db = db
+        self.dim = dim
+        self.kernel = kernel.active()
+        self.generation: int | None = None
+        self.rowids = np.zeros(0, np.int64)
+        self.lengths = np.zeros(0, np.float32)
+        self.written = np.zeros(0, np.int64)  # each chunk's generation
+        self.matrix: np.ndarray | None = None
+        self.avgdl = 1.0
+        self._postings: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._masks: dict[object, np.ndarray] = {}
+
+    # -- loading ---------------------------------------------------------------------
+    def sync(self, generation: int) -> bool:
+        """Reload what changed since the loaded generation; False when nothing did."""
+        if generation == self.generation:
+            return False
+        rows = np.array(self.db.execute(
+            "SELECT id, lexical_length, generation FROM chunks ORDER BY id").fetchall(),
+            dtype=np.int64).reshape(-1, 3)
+        old_ids, old_written, old_matrix = self.rowids, self.written, self.matrix
+        self.rowids, self.written = rows[:, 0].copy(), rows[:, 2].copy()
+        self.lengths = rows[:, 1].astype(np.float32)
+        self.avgdl = lexical.average_length(self.lengths)
+        self._postings.clear()
+        self._masks.clear()
+        if old_matrix is not None:
+            self.matrix = self._refreshed(old_ids, old_written, old_matrix)
+        self.generation = generation
+        return True
+
+    def _refreshed(self, old_ids, old_written, old_matrix) -> np.ndarray:
+        """The matrix for the new ids: rows of unchanged chunks copied, others read."""
+        matrix = np.zeros((len(self.rowids), self.dim), np.float32)
+        if len(old_ids):
+            pos = np.clip(np.searchsorted(old_ids, self.rowids), 0, len(old_ids) - 1)
+            same = (old_ids[pos] == self.rowids) & (old_written[pos] == self.written)
+        else:
+            pos, same = np.zeros(len(self.rowids), np.int64), np.zeros(len(self.rowids), bool)
+        matrix[same] = old_matrix[pos[same]]
+        todo = self.rowids[~same]
+        for i in range(0, len(todo), 500):
+            part = [int(x) for x in todo[i:i + 500]]
+            marks = ",".join("?" * len(part))
+            self._place(matrix, self.db.execute(
+                f"SELECT chunk, vector FROM embeddings WHERE chunk IN ({marks})", part))
+        return matrix
+
+    def _place(self, matrix: np.ndarray, rows) -> None:
+        rows = list(rows)
+        if not rows:
+            return
+        ids = np.array([r[0] for r in rows], np.int64)
+        pos, ok = self.positions(ids, with_mask=True)
+        blob = b"".join(r[1] for i, r in enumerate(rows) if ok[i])
+        matrix[pos] = np.frombuffer(blob, dtype="<f4").reshape(-1, self.dim)
+
+    def ensure_matrix(self) -> np.ndarray:
+        if self.matrix is None:
+            self.matrix = np.zeros((len(self.rowids), self.dim), np.float32)
+            self._place(self.matrix, self.db.execute(
+                "SELECT chunk, vector FROM embeddings ORDER BY chunk"))
+        return self.matrix
+
+    def positions(self, chunk_ids: np.ndarray, with_mask: bool = False):
+        """Kernel positions of chunk ids (ids not loaded are dropped)."""
+        if len(self.rowids) == 0:
+            ok = np.zeros(len(chunk_ids), bool)
+            pos = np.zeros(0, np.int32)
+        else:
+            pos = np.clip(np.searchsorted(self.rowids, chunk_ids), 0, len(self.rowids) - 1)
+            ok = self.rowids[pos] == chunk_ids
+            pos = pos[ok].astype(np.int32)
+        return (pos, ok) if with_mask else pos
+
+    def postings(self, term: str) -> tuple[np.ndarray, np.ndarray]:
+        cached = self._postings.get(term)
+        if cached is None:
+            rows = self.db.execute(
+                "SELECT p.chunk, p.tf FROM postings p JOIN terms t ON t.id = p.term "
+                "WHERE t.term = ? ORDER BY p.chunk", (term,)).fetchall()
+            arr = np.array(rows, dtype=np.int64).reshape(-1, 2)
+            pos, ok = self.positions(arr[:, 0], with_mask=True)
+            cached = (pos, arr[:, 1].astype(np.float32)[ok])
+            if len(self._postings) < POSTINGS_CACHE_TERMS:
+                self._postings[term] = cached
+        return cached
+
+    def mask(self, key, chunk_ids_of) -> np.ndarray:
+        """uint8 allow-mask over positions for a filter ``key`` (cached per generation);
+        ``chunk_ids_of()`` gives the allowed chunk ids when it is not cached."""
+        mask = self._masks.get(key)
+        if mask is None:
+            mask = np.zeros(len(self.rowids), dtype=np.uint8)
+            mask[self.positions(np.asarray(chunk_ids_of(), np.int64))] = 1
+            self._masks[key] = mask
+        return mask
+
+    # -- the legs ----------------------------------------------------------------------
+    def bm25(self, terms: Counter, n: int, mask=None) -> tuple[np.ndarray, np.ndarray]:
+        parts, weights = [], []
+        for term, count in sorted(terms.items()):
+            pos, tfs = self.postings(term)
+            if len(pos):
+                parts.append((term, pos, tfs))
+                weights.append(float(count))
+        if not parts or len(self.rowids) == 0:
+            return _empty(n)
+        q = lexical.assemble(parts, len(self.rowids))
+        pos, scores = self.kernel.bm25_topk(
+            q.indptr, q.doc_ids, q.tfs, self.lengths, q.idf,
+            np.arange(len(parts), dtype=np.int32), n,
+            weights=np.array(weights, dtype=np.float32), k1=lexical.BM25_K1,
+            b=lexical.BM25_B, avgdl=self.avgdl, mask=mask)
+        return self._ids(pos), scores
+
+    def cosine(self, qvec: np.ndarray, n: int, mask=None) -> tuple[np.ndarray, np.ndarray]:
+        if len(self.rowids) == 0:
+            return _empty(n)
+        matrix = self.ensure_matrix()
+        pos, scores = self.kernel.cosine_topk(
+            matrix, np.asarray(qvec, np.float32).reshape(1, -1), n, mask=mask)
+        return self._ids(pos[0]), scores[0]
+
+    def _ids(self, pos: np.ndarray) -> np.ndarray:
+        ok = pos >= 0
+        out = np.full(len(pos), -1, np.int64)
+        out[ok] = self.rowids[pos[ok]]
+        return out

@@ -1,0 +1,503 @@
+"""The SQLite store: one file, read and written through the ``Store`` interface.
+
+Readers open the file without writing anything and check that it is a brainbot index at
+this schema whose model, dimension and analyzer match. The one writer holds an exclusive
+flock on the file from ``open(write=True)`` to ``close()`` (flock locks are separate from
+the POSIX record locks SQLite uses, so readers are never blocked by it), migrates the
+file, and writes one transaction per ``batch()``; each committed batch bumps the
+generation that readers compare to know what to reload.
+
+Searching is ``store/sqlite/arrays.py``'s: the arrays the C kernel scans. Schema, pragmas and
+error translation are ``store/sqlite/file.py``'s.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import functools
+import json
+import os
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+
+import numpy as np
+
+from brainbot.errors import StoreBusyError, StoreError
+from brainbot.store import identity as identity_mod
+from brainbot.store.interface import (
+    CHUNK_COLUMNS,
+    CHUNK_RECORDS_SQL,
+    DOC_COLUMNS,
+    ChunkRow,
+    DocState,
+    DocumentRow,
+    Filter,
+    NewDocument,
+    chunk_record,
+    chunk_row,
+    document_row,
+    new_chunk,
+    new_document,
+)
+
+from . import file as sf
+from .arrays import KernelIndex
+from .vault import VaultTables, chunk_ids_of
+
+
+def _translated(method):
+    """SQLite errors raised by a store method as StoreErrors naming the file."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with sf.translate_errors(self.path):
+            return method(self, *args, **kwargs)
+    return wrapper
+
+
+def now_iso() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+# Open descriptors of index files, by (device, inode), unlocked and kept for the next
+# WriterLock. They are never closed: closing any descriptor of a file drops every POSIX
+# lock this process holds on it, the ones SQLite's own connections hold included, and a
+# reader in the same process (the MCP server with --watch) then fails with "disk I/O
+# error" on its next read. One stays open per index file and process.
+_IDLE_FDS: dict[tuple[int, int], list[int]] = {}
+
+
+class WriterLock:
+    """An exclusive advisory lock (flock) on the database file, held by its one writer.
+
+    flock locks are separate from the POSIX record locks SQLite uses, so this does not
+    interfere with readers; it only keeps a second writer out (in this process too: each
+    lock is taken on a descriptor of its own)."""
+
+    def __init__(self, db_path: Path):
+        self.path = Path(db_path)
+        self.fd: int | None = None
+        self.key: tuple[int, int] | None = None
+
+    def _descriptor(self) -> int:
+        try:
+            st = os.stat(self.path)
+            idle = _IDLE_FDS.get((st.st_dev, st.st_ino))
+            if idle:
+                return idle.pop()
+        except FileNotFoundError:
+            pass
+        try:
+            return os.open(self.path, os.O_RDONLY | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StoreError(f"cannot open {self.path}: {exc.strerror}") from None
+
+    def __enter__(self) -> WriterLock:
+        fd = self._descriptor()
+        st = os.fstat(fd)
+        key = (st.st_dev, st.st_ino)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            _IDLE_FDS.setdefault(key, []).append(fd)
+            raise StoreBusyError(
+                f"another `brainbot index` is writing {self.path}; wait for it to finish "
+                "and run again") from None
+        self.fd, self.key = fd, key
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.fd is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            _IDLE_FDS.setdefault(self.key, []).append(self.fd)
+            self.fd = None
+
+
+def _remove_files(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        try:
+            os.unlink(str(path) + suffix)
+        except FileNotFoundError:
+            pass
+
+
+class SQLiteStore(VaultTables):
+    """An open SQLite index (see the module docstring)."""
+
+    def __init__(self, path: Path, db, *, lock: WriterLock | None = None) -> None:
+        self.path = path
+        self.target = str(path)
+        self.db = db
+        self.lock = lock
+        self._meta: dict[str, str] | None = None
+        self._terms: dict[str, int] = {}
+        self._next_term = 1
+        self._writing_generation: int | None = None
+        self._index: KernelIndex | None = None
+
+    # -- opening and closing -------------------------------------------------------------
+    @classmethod
+    def open(cls, target, *, write: bool = False, identity=None,
+             rebuild: bool = False) -> SQLiteStore:
+        path = Path(target)
+        if not write:
+            return cls._open_reader(path)
+        if not path.parent.exists():
+            raise StoreError(f"folder {path.parent} does not exist")
+        lock = WriterLock(path).__enter__()
+        try:
+            if rebuild:
+                _remove_files(path)
+                # The lock was on the file just unlinked: a second writer opening the path
+                # now would get a new file and a lock of its own. Lock the new file (or be
+                # refused if one already has).
+                lock.__exit__()
+                lock.__enter__()
+            return cls._open_writer(path, lock, identity)
+        except BaseException:
+            lock.__exit__()
+            raise
+
+    @classmethod
+    def _open_reader(cls, path: Path) -> SQLiteStore:
+        db = sf.connect(path, readonly=True)
+        try:
+            with sf.translate_errors(path):
+                sf.check_readable(db, path)
+                identity_mod.check(sf.read_meta(db), path)
+        except BaseException:
+            db.close()
+            raise
+        return cls(path, db)
+
+    @classmethod
+    def _open_writer(cls, path: Path, lock: WriterLock, identity) -> SQLiteStore:
+        db = sf.connect(path)
+        try:
+            with sf.translate_errors(path):
+                sf.check_ours(db, path)
+                if identity is not None:  # before migrating: refuse without touching it
+                    identity_mod.check(sf.read_meta(db), path, writer=identity)
+                sf.migrate(db, path)
+                db.execute("PRAGMA journal_mode = WAL")
+                store = cls(path, db, lock=lock)
+                store._load_terms()
+        except BaseException:
+            db.close()
+            raise
+        return store
+
+    def close(self) -> None:
+        db, self.db = self.db, None
+        try:
+            if db is not None:
+                with sf.translate_errors(self.path):
+                    db.close()
+        finally:
+            if self.lock is not None:
+                self.lock.__exit__()
+
+    def __enter__(self) -> SQLiteStore:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- meta ------------------------------------------------------------------------------
+    @_translated
+    def meta(self) -> dict[str, str]:
+        if self._meta is None:
+            self._meta = sf.read_meta(self.db)
+        return dict(self._meta)
+
+    @_translated
+    def generation(self) -> int:
+        row = self.db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+        return int(row[0]) if row else 0
+
+    def record_identity(self, identity) -> None:
+        """Write ``identity`` to meta unless it is there already: then a run with nothing
+        to do leaves the file as it was, byte for byte."""
+        rows = list(identity.as_meta().items()) + [("schema_version", str(sf.SCHEMA_VERSION))]
+        meta = sf.read_meta(self.db)
+        if all(meta.get(k) == v for k, v in rows):
+            return
+        with sf.translate_errors(self.path), sf.transaction(self.db):
+            self.db.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", rows)
+        self._meta = None
+
+    @_translated
+    def set_meta(self, key: str, value: str | None) -> None:
+        """Set (or with None remove) one meta entry; inside a batch."""
+        if value is None:
+            self.db.execute("DELETE FROM meta WHERE key = ?", (key,))
+        else:
+            self.db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                            (key, value))
+        self._meta = None
+
+    # -- writing ---------------------------------------------------------------------------
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """One transaction; its commit bumps the generation. A failure rolls it all back."""
+        try:
+            with sf.translate_errors(self.path), sf.transaction(self.db):
+                self._writing_generation = self.generation() + 1
+                yield
+                self.db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES "
+                                "('generation', ?)", (str(self._writing_generation),))
+        except BaseException:
+            try:
+                self._load_terms()  # ids handed out in the failed transaction are void
+            except Exception:  # noqa: BLE001 - the first error is the one to report
+                pass
+            raise
+        finally:
+            self._writing_generation = None
+
+    def _load_terms(self) -> None:
+        self._terms = dict(self.db.execute("SELECT term, id FROM terms"))
+        self._next_term = max(self._terms.values(), default=0) + 1
+
+    @_translated
+    def known_documents(self, root: str) -> dict[str, DocState]:
+        return {path: DocState(i, sha, size, mtime) for i, path, sha, size, mtime in
+                self.db.execute("SELECT id, path, sha256, size, mtime_ns FROM documents "
+                                "WHERE root = ?", (root,))}
+
+    @_translated
+    def vectors_for(self, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        hashes = sorted(set(text_hashes))
+        for i in range(0, len(hashes), 500):
+            part = hashes[i:i + 500]
+            marks = ",".join("?" * len(part))
+            for h, blob in self.db.execute(
+                    f"SELECT c.text_sha256, e.vector FROM chunks c JOIN embeddings e "
+                    f"ON e.chunk = c.id WHERE c.text_sha256 IN ({marks})", part):
+                found[h] = np.frombuffer(blob, dtype="<f4")
+        return found
+
+    @_translated
+    def touch_documents(self, updates: Sequence[tuple[int, int, int]]) -> None:
+        """(document id, size, mtime_ns): a file whose bytes did not change."""
+        self.db.executemany("UPDATE documents SET size=?, mtime_ns=? WHERE id=?",
+                            [(size, mtime, doc_id) for doc_id, size, mtime in updates])
+
+    @_translated
+    def delete_documents(self, doc_ids: Sequence[int]) -> None:
+        """Documents with their chunks, vectors and postings; term df kept exact."""
+        for doc_id in doc_ids:
+            rows = self.db.execute(
+                "SELECT p.term, count(*) FROM postings p JOIN chunks c ON c.id = p.chunk "
+                "WHERE c.document_id = ? GROUP BY p.term", (doc_id,)).fetchall()
+            self.db.executemany("UPDATE terms SET df = df - ? WHERE id = ?",
+                                [(n, term) for term, n in rows])
+            self.db.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
+
+    @_translated
+    def add_document(self, doc: NewDocument) -> int:
+        doc_id = self.db.execute(  # an id of None: SQLite assigns the next rowid
+            "INSERT INTO documents(id, root, path, sha256, size, mtime_ns, title, front_matter, "
+            "indexed_at, warnings, kind) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (doc.id, doc.root, doc.path, doc.sha256, doc.size, doc.mtime_ns, doc.title,
+             doc.front_matter_json(), now_iso(), json.dumps(doc.warnings, ensure_ascii=False),
+             doc.kind)).lastrowid
+        df_delta: Counter = Counter()
+        postings, rows = [], {}
+        for new in doc.chunks:
+            c = new.chunk
+            row = rows[c.chunk_index] = self.db.execute(
+                "INSERT INTO chunks(id, chunk_id, document_id, chunk_index, heading_path, "
+                "source_text, retrieval_text, start_line, end_line, start_char, end_char, "
+                "source_tokens, retrieval_tokens, text_sha256, lexical_length, generation, "
+                "english) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (new.id, c.chunk_id, doc_id, c.chunk_index,
+                 json.dumps(list(c.heading_path), ensure_ascii=False), c.source_text,
+                 c.retrieval_text, c.start_line, c.end_line, c.start_char, c.end_char,
+                 c.source_tokens, c.retrieval_tokens, new.text_sha256, new.length,
+                 self._writing_generation or 0,
+                 None if new.english is None else int(new.english))).lastrowid
+            self.db.execute("INSERT INTO embeddings(chunk, vector) VALUES (?, ?)",
+                            (row, np.ascontiguousarray(new.vector, dtype="<f4").tobytes()))
+            for term, count in new.terms.items():
+                postings.append((self._term_id(term), row, count))
+                df_delta[term] += 1
+        self.db.executemany("INSERT INTO postings(term, chunk, tf) VALUES (?,?,?)", postings)
+        self.db.executemany("UPDATE terms SET df = df + ? WHERE id = ?",
+                            [(n, self._terms[t]) for t, n in df_delta.items()])
+        self.write_facts(doc_id, doc.facts, rows)
+        return doc_id
+
+    def bulk_load(self):
+        """Nothing to prepare on SQLite: the kernel's arrays are built when read."""
+        return nullcontext()
+
+    def _term_id(self, term: str) -> int:
+        term_id = self._terms.get(term)
+        if term_id is None:
+            term_id = self._next_term
+            self._next_term += 1
+            self._terms[term] = term_id
+            self.db.execute("INSERT INTO terms(id, term, df) VALUES (?, ?, 0)", (term_id, term))
+        return term_id
+
+    # -- the legs --------------------------------------------------------------------------
+    @property
+    def index(self) -> KernelIndex:
+        if self._index is None:
+            dim = int(self.meta().get("dimension", 384))
+            self._index = KernelIndex(self.db, dim)
+        return self._index
+
+    @_translated
+    def refresh(self) -> bool:
+        """Reload what another process committed since the last call; False if nothing."""
+        return self.index.sync(self.generation())
+
+    @_translated
+    def bm25_topk(self, terms: Counter, n: int, flt: Filter | None = None):
+        self._ready()
+        return self.index.bm25(terms, n, self._mask(flt))
+
+    @_translated
+    def vector_topk(self, qvec: np.ndarray, n: int, flt: Filter | None = None):
+        self._ready()
+        return self.index.cosine(qvec, n, self._mask(flt))
+
+    def _ready(self) -> None:
+        if self.index.generation is None:
+            self.refresh()
+
+    def _mask(self, flt: Filter | None):
+        if not flt:
+            return None
+        return self.index.mask(flt, lambda: self._filtered_chunk_ids(flt))
+
+    def _filtered_chunk_ids(self, flt: Filter) -> list[int]:
+        return chunk_ids_of(self.db, self.filtered_documents(flt))
+
+    # -- the vault (sqlite_vault.VaultTables), with SQLite errors translated -----------------
+    resolve_links = _translated(VaultTables.resolve_links)
+    links_from = _translated(VaultTables.links_from)
+    links_to = _translated(VaultTables.links_to)
+    unresolved_links = _translated(VaultTables.unresolved_links)
+    tag_counts = _translated(VaultTables.tag_counts)
+    language_share = _translated(VaultTables.language_share)
+    record_facts = _translated(VaultTables.record_facts)
+    find_note = _translated(VaultTables.find_note)
+
+    # -- reading back ------------------------------------------------------------------------
+    @_translated
+    def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
+        out: dict[int, ChunkRow] = {}
+        ids = [int(i) for i in ids]
+        for i in range(0, len(ids), 500):
+            part = ids[i:i + 500]
+            marks = ",".join("?" * len(part))
+            for r in self.db.execute(
+                    f"SELECT {CHUNK_COLUMNS} FROM chunks c JOIN documents d "
+                    f"ON d.id = c.document_id WHERE c.id IN ({marks})", part):
+                out[r[0]] = chunk_row(r)
+        return out
+
+    @_translated
+    def chunk_by_public_id(self, chunk_id: str) -> ChunkRow | None:
+        row = self.db.execute(
+            f"SELECT {CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id "
+            "WHERE c.chunk_id = ? ORDER BY c.id LIMIT 1", (chunk_id,)).fetchone()
+        return chunk_row(row) if row else None
+
+    @_translated
+    def document(self, path: str) -> DocumentRow | None:
+        row = self.db.execute(f"SELECT {DOC_COLUMNS} FROM documents d WHERE d.path = ? "
+                              "ORDER BY d.id LIMIT 1", (path,)).fetchone()
+        return document_row(row) if row else None
+
+    @_translated
+    def documents(self) -> list[DocumentRow]:
+        return [document_row(r) for r in self.db.execute(
+            f"SELECT {DOC_COLUMNS} FROM documents d ORDER BY d.root, d.path")]
+
+    @_translated
+    def heading_at(self, document_id: int, line: int) -> list[str]:
+        row = self.db.execute(
+            "SELECT heading_path FROM chunks WHERE document_id = ? AND start_line <= ? "
+            "ORDER BY start_line DESC LIMIT 1", (document_id, line)).fetchone()
+        return json.loads(row[0]) if row else []
+
+    def chunk_records(self) -> Iterator[dict]:
+        """The chunk records (DESIGN.md contract) of every chunk, by path and index."""
+        with sf.translate_errors(self.path):
+            for r in self.db.execute(CHUNK_RECORDS_SQL):
+                yield chunk_record(r)
+
+    def export_documents(self) -> Iterator[NewDocument]:
+        """Every document with its chunks, vectors and terms, ids kept, in id order, from
+        one read transaction (a writer may go on committing meanwhile)."""
+        with sf.translate_errors(self.path), sf.transaction(self.db, immediate=False):
+            last = 0
+            while True:
+                docs = self.db.execute(_EXPORT_DOCS, (last, 200)).fetchall()
+                if not docs:
+                    return
+                last = docs[-1][0]
+                yield from self._export_page(docs)
+
+    def _export_page(self, docs: list) -> Iterator[NewDocument]:
+        marks = ",".join("?" * len(docs))
+        rows = self.db.execute(_EXPORT_CHUNKS.format(marks), [d[0] for d in docs]).fetchall()
+        terms: dict[int, Counter] = {r[0]: Counter() for r in rows}
+        for i in range(0, len(rows), 500):
+            part = [r[0] for r in rows[i:i + 500]]
+            for chunk, term, tf in self.db.execute(
+                    "SELECT p.chunk, t.term, p.tf FROM postings p JOIN terms t ON t.id = p.term "
+                    f"WHERE p.chunk IN ({','.join('?' * len(part))})", part):
+                terms[chunk][term] = tf
+        by_doc: dict[int, list] = {d[0]: [] for d in docs}
+        paths = {d[0]: d[2] for d in docs}
+        for r in rows:
+            vector = np.frombuffer(r[16], dtype="<f4").copy()
+            by_doc[r[1]].append(new_chunk(r, paths[r[1]], vector, terms[r[0]]))
+        facts = self.export_facts(docs)
+        for d in docs:
+            yield new_document(d, by_doc[d[0]], facts[d[0]])
+
+    @_translated
+    def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
+        terms = sorted(set(terms))
+        if not terms:
+            return {}
+        marks = ",".join("?" * len(terms))
+        return dict(self.db.execute(f"SELECT term, df FROM terms WHERE term IN ({marks})",
+                                    terms))
+
+    @_translated
+    def chunk_count(self) -> int:
+        return int(self.db.execute("SELECT count(*) FROM chunks").fetchone()[0])
+
+    @_translated
+    def counts(self) -> dict[str, int]:
+        return {table: int(self.db.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+                for table in ("documents", "chunks", "embeddings", "terms", "postings")}
+
+    @_translated
+    def integrity(self) -> str:
+        return "; ".join(r[0] for r in self.db.execute("PRAGMA integrity_check").fetchall())
+
+    def size_bytes(self) -> int:
+        return sum(os.path.getsize(str(self.path) + s) for s in ("", "-wal")
+                   if os.path.exists(str(self.path) + s))
+
+
+_EXPORT_DOCS = ("SELECT id, root, path, sha256, size, mtime_ns, title, front_matter, kind, "
+                "warnings, date, date_source FROM documents WHERE id > ? ORDER BY id LIMIT ?")
+# the columns store.new_chunk reads, in its order
+_EXPORT_CHUNKS = ("SELECT c.id, c.document_id, c.chunk_id, c.chunk_index, c.heading_path, "
+                  "c.source_text, c.retrieval_text, c.start_line, c.end_line, c.start_char, "
+                  "c.end_char, c.source_tokens, c.retrieval_tokens, c.text_sha256, "
+                  "c.lexical_length, c.english, e.vector FROM chunks c "
+                  "JOIN embeddings e ON e.chunk = c.id "
+                  "WHERE c.document_id IN ({}) ORDER BY c.document_id, c.chunk_index")

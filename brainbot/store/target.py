@@ -1,0 +1,41 @@
+"""The index named by ``--db``: a path opens the SQLite store, a ``postgresql://`` URL
+the Postgres one. Everything above the store opens its index here.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .identity import IndexIdentity
+from .interface import Store
+
+
+def is_url(target: str | os.PathLike) -> bool:
+    return str(target).startswith(("postgresql://", "postgres://"))
+
+
+def public_target(target: str | os.PathLike) -> str:
+    """``target`` as messages may show it: a URL loses its password."""
+    if is_url(target):
+        from brainbot.store.pg.schema import public_url
+
+        return public_url(str(target))
+    return str(target)
+
+
+def open_store(target: str | os.PathLike, *, write: bool = False,
+               identity: IndexIdentity | None = None, rebuild: bool = False) -> Store:
+    """Open the index at ``target`` (a path, or a ``postgresql://`` URL).
+
+    Readers need an index at this schema whose model, dimension and analyzer match this
+    code. A writer (``write=True``) holds the index's one writer lock until ``close()``,
+    creates or migrates it, and needs ``identity`` to match every recorded field;
+    ``rebuild`` empties it first."""
+    if is_url(target):
+        from brainbot.store.pg.store import PostgresStore
+
+        return PostgresStore.open(str(target), write=write, identity=identity,
+                                  rebuild=rebuild)
+    from brainbot.store.sqlite.store import SQLiteStore
+
+    return SQLiteStore.open(target, write=write, identity=identity, rebuild=rebuild)
