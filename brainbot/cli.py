@@ -24,8 +24,15 @@ def _db_default() -> str:
 
 
 def _emit_json(data) -> None:
-    json.dump(data, sys.stdout, ensure_ascii=False, indent=2)
-    sys.stdout.write("\n")
+    from .render import printable_json
+
+    sys.stdout.write(printable_json(json.dumps(data, ensure_ascii=False, indent=2)) + "\n")
+
+
+def _json_line(data) -> str:
+    from .render import printable_json
+
+    return printable_json(json.dumps(data, ensure_ascii=False))
 
 
 def _warn(text: str) -> None:
@@ -60,17 +67,17 @@ def cmd_query(args) -> int:
 
     from .render import Style, hit_block, use_colour
 
-    searcher = Searcher(args.db)
-    hits = searcher.search(args.text, args.k, mode=args.mode, rerank=args.rerank,
-                           path_glob=args.path, tags=args.tag, min_score=args.min_score,
-                           since=parse_when(args.since) if args.since else None,
-                           before=parse_when(args.before) if args.before else None,
-                           linked_to=args.linked_to)
+    since = parse_when(args.since) if args.since else None
+    before = parse_when(args.before) if args.before else None
+    with Searcher(args.db) as searcher:
+        hits = searcher.search(args.text, args.k, mode=args.mode, rerank=args.rerank,
+                               path_glob=args.path, tags=args.tag, min_score=args.min_score,
+                               since=since, before=before, linked_to=args.linked_to)
     if args.json:
         _emit_json([h.to_dict(args.explain) for h in hits])
     elif args.jsonl:
         for h in hits:
-            print(json.dumps(h.to_dict(args.explain), ensure_ascii=False))
+            print(_json_line(h.to_dict(args.explain)))
     else:
         if not hits:
             print("no matches", file=sys.stderr)
@@ -91,7 +98,7 @@ def cmd_get(args) -> int:
         lines = get_lines(store, args.target)
         backlinks = backlinks_of(store, args.target)
     for number, line in lines:
-        print(f"{number:>6}  {line}")
+        print(printable(f"{number:>6}  {line}", keep_newlines=True))
     if backlinks:
         print("\nBacklinks:")
         for b in backlinks:
@@ -125,13 +132,16 @@ def cmd_links(args) -> int:
 def cmd_tags(args) -> int:
     from brainbot.store.target import open_store
 
+    from .render import printable
+
     with open_store(args.db) as store:
         counts = store.tag_counts()
     if args.json:
         _emit_json([{"tag": t, "notes": n} for t, n in counts.items()])
     else:
-        width = max((len(t) for t in counts), default=0)
-        for tag, n in counts.items():
+        shown = {printable(t): n for t, n in counts.items()}
+        width = max((len(t) for t in shown), default=0)
+        for tag, n in shown.items():
             print(f"{tag:<{width}}  {n}")
     return 0
 
@@ -155,7 +165,7 @@ def cmd_chunks(args) -> int:
         for item in chunk_paths(args.paths, TokenCounter()):
             _warn_problems(item)
             for c in getattr(item, "chunks", ()):
-                out.write(json.dumps(c.to_record(), ensure_ascii=False) + "\n")
+                out.write(_json_line(c.to_record()) + "\n")
     finally:
         if out is not sys.stdout:
             out.close()
@@ -190,12 +200,15 @@ def cmd_report(args) -> int:
     if args.json:
         _emit_json({**report.to_dict(), "warnings": warnings})
     else:
-        print(report.format_text())
+        from .render import printable
+
+        print(printable(report.format_text(), keep_newlines=True))  # it names files
     return 0
 
 
 def cmd_status(args) -> int:
     from .doctor import status
+    from .render import printable
 
     info = status(args.db)
     if args.json:
@@ -205,12 +218,13 @@ def cmd_status(args) -> int:
         for key, value in info.items():
             if isinstance(value, (dict, list)):
                 value = json.dumps(value, ensure_ascii=False)
-            print(f"{key:<{width}}  {value}")
+            print(printable(f"{key:<{width}}  {value}"))  # stale_files, warnings: file names
     return 0
 
 
 def cmd_doctor(args) -> int:
     from .doctor import run_checks
+    from .render import printable
 
     checks = run_checks(args.db)
     bad = [c for c in checks if not c["ok"]]
@@ -219,9 +233,9 @@ def cmd_doctor(args) -> int:
     else:
         for c in checks:
             mark = "ok  " if c["ok"] else "FAIL"
-            print(f"[{mark}] {c['name']}: {c['detail']}")
+            print(printable(f"[{mark}] {c['name']}: {c['detail']}"))
             if not c["ok"] and c.get("fix"):
-                print(f"       fix: {c['fix']}")
+                print(printable(f"       fix: {c['fix']}"))
     return 1 if bad else 0
 
 
@@ -244,8 +258,10 @@ def cmd_eval(args) -> int:
     if args.json:
         _emit_json(result)
     else:
+        from .render import printable
+
         show = evaluate.format_answers if args.answers else evaluate.format_result
-        print(show(result))
+        print(printable(show(result), keep_newlines=True))  # questions are the user's text
     return 0
 
 
@@ -274,13 +290,15 @@ def cmd_watch(args) -> int:
     install_stop_signals(stop)
     quiet_library_logs()
 
+    from .render import printable
+
     def report(p) -> None:
         if args.json:
-            print(json.dumps({"root": p.root, "paths": p.paths, "error": p.error,
-                              "seconds": round(p.seconds, 3), **p.stats.to_dict()},
-                             ensure_ascii=False), flush=True)
+            print(_json_line({"root": p.root, "paths": p.paths, "error": p.error,
+                              "seconds": round(p.seconds, 3), **p.stats.to_dict()}),
+                  flush=True)
         else:
-            print(p.line(), flush=True)
+            print(printable(p.line()), flush=True)
 
     Watcher(args.paths, args.db, stop=stop, on_pass=report).run()
     return 0
@@ -311,11 +329,13 @@ def cmd_model(args) -> int:
 def cmd_copy(args) -> int:
     from brainbot.index.copying import copy_index
 
+    from .render import printable
+
     stats = copy_index(args.source, args.target, replace=args.replace)
     if args.json:
         _emit_json(stats.to_dict())
     else:
-        print(stats.summary())
+        print(printable(stats.summary()))
     return 0
 
 

@@ -39,9 +39,37 @@ class Style:
         return self._wrap("1", text)
 
 
-def printable(text: str) -> str:
-    """Escape control characters (a file name may hold a newline or an escape code)."""
-    return "".join(ch if ch.isprintable() or ch == " " else repr(ch)[1:-1] for ch in text)
+# What a terminal may act on instead of showing, so never printed raw: C0 and C1 controls
+# and DEL (ESC and the 8-bit CSI U+009B and OSC U+009D start escape sequences: OSC 52 sets
+# the clipboard on some terminals, OSC 0 the window title), lone surrogates (what Python
+# makes of a file name that is not UTF-8), the line and paragraph separators, and the bidi
+# controls that reorder what is shown. Other format characters stay: the zero-width joiner
+# of emoji sequences, no-break and ideographic spaces are text, and harmless.
+_OTHER_UNSAFE = r"\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff"
+_UNSAFE = re.compile(rf"[\x00-\x1f{_OTHER_UNSAFE}]")
+_UNSAFE_BUT_NEWLINES = re.compile(rf"[\x00-\x08\x0b-\x1f{_OTHER_UNSAFE}]")  # \t and \n kept
+_UNSAFE_IN_JSON = re.compile(rf"[{_OTHER_UNSAFE}]")  # json.dumps escapes C0 itself
+
+
+def printable(text: str, keep_newlines: bool = False) -> str:
+    """``text`` safe to print: every character a terminal could act on is written as its
+    escape (``\\x1b``, ``\\x9b``, ``\\udce9``). One line unless ``keep_newlines`` (note
+    text, answers): then newlines and tabs stay. Every output that shows note text, tags
+    or file names goes through here."""
+    unsafe = _UNSAFE_BUT_NEWLINES if keep_newlines else _UNSAFE
+    return unsafe.sub(_escape, text)
+
+
+def _escape(m: re.Match) -> str:
+    return repr(m.group())[1:-1]
+
+
+def printable_json(text: str) -> str:
+    """Serialised JSON safe to print: the characters ``printable`` escapes are written
+    as ``\\uXXXX`` (json.dumps escapes C0 controls already, but not C1 ones, the
+    separators or lone surrogates). They occur only inside strings, so the JSON means
+    the same."""
+    return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 _WORD = re.compile(r"\w+", re.UNICODE)

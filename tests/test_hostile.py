@@ -279,3 +279,56 @@ def test_discovery_reports_special_files_without_opening_them(tmp_path):
 def test_decode(data, text, warned):
     out, warnings = notes.decode(data)
     assert out == text and bool(warnings) == warned
+
+
+# Terminal escapes a hostile note (a web clip, a shared vault) may carry: OSC 52 sets the
+# clipboard on some terminals, OSC 0 the window title; U+009B and U+009D are CSI and OSC
+# as single (C1) characters.
+OSC52 = "\x1b]52;c;SGVsbG8gd29ybGQ=\x07"
+TITLE = "\x1b]0;pwned\x07"
+RAW_CONTROLS = ("\x1b", "\x07", "\x9b", "\x9d")
+HOSTILE_NAME = f"{TITLE}name.md"
+
+
+def test_terminal_escapes_in_notes_tags_and_names_never_reach_the_terminal(tmp_path):
+    root = tmp_path / "vault"
+    root.mkdir()
+    (root / "clip.md").write_text(
+        '---\ntags: ["\\e]0;tagtitle\\a", "\\e]52;c;dGFn\\a", plain]\n---\n'
+        f"# Clipped page {TITLE}\n\nThe lighthouse keeper logs the fog {OSC52} every "
+        "hour.\nA second line with \x9b31m colour and \x9d0;osc\x07 text.\n", encoding="utf-8")
+    (root / HOSTILE_NAME).write_text("# Named\n\nThe lighthouse is linked from here: "
+                                     "[[clip]].\n", encoding="utf-8")
+    db = tmp_path / "t.db"
+    runs = {"index": run_cli("index", root, "--db", db)}
+    assert runs["index"].returncode == 0, runs["index"].stderr
+    for name, argv in {
+        "query": ("query", "lighthouse fog", "--db", db, "--mode", "bm25"),
+        "query --json": ("query", "lighthouse fog", "--db", db, "--mode", "bm25", "--json"),
+        "query --jsonl": ("query", "lighthouse", "--db", db, "--mode", "bm25", "--jsonl"),
+        "get": ("get", "clip.md", "--db", db),
+        "get name": ("get", HOSTILE_NAME, "--db", db),
+        "links": ("links", "clip", "--db", db),
+        "tags": ("tags", "--db", db),
+        "tags --json": ("tags", "--db", db, "--json"),
+        "report": ("report", root),
+        "report --db": ("report", "--db", db),
+        "status": ("status", "--db", db),
+        "status --json": ("status", "--db", db, "--json"),
+        "doctor": ("doctor", "--db", db),
+        "ask": ("ask", "how often does the lighthouse keeper log the fog?", "--db", db),
+        "chunks": ("chunks", root),
+    }.items():
+        runs[name] = run_cli(*argv)
+    (root / "clip.md").write_text("changed", encoding="utf-8")  # stale: status names it
+    runs["status stale"] = run_cli("status", "--db", db)
+    for name, result in runs.items():
+        for stream in (result.stdout, result.stderr):
+            assert not any(c in stream for c in RAW_CONTROLS), (name, stream)
+    assert "\\x1b]52;c;SGVsbG8gd29ybGQ=\\x07" in runs["get"].stdout
+    assert "\\x9b31m" in runs["get"].stdout
+    assert "\\x1b]0;pwned\\x07name.md" in runs["get"].stdout  # a backlink's source
+    assert "\\x1b]0;tagtitle\\x07" in runs["tags"].stdout
+    assert {t["tag"] for t in json.loads(runs["tags --json"].stdout)} == {
+        "\x1b]0;tagtitle\x07", "\x1b]52;c;dgfn\x07", "plain"}  # JSON keeps the value
+    assert "\\x1b]0;pwned\\x07name.md" in runs["status stale"].stdout + runs["report"].stdout

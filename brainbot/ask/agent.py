@@ -37,7 +37,6 @@ from .answers import (
     dropped_entry,
     is_stale,
     nearest,
-    safe_text,
     squash_spaces,
     verify,
 )
@@ -190,10 +189,12 @@ class _Loop:
         return msg
 
     def _stream(self, call: dict):
+        from brainbot.render import printable
+
         with self.client.messages.stream(**call) as events:
             for event in events:
                 if event.type == "text" and event.text:
-                    self.out.write(safe_text(event.text))
+                    self.out.write(printable(event.text, keep_newlines=True))
                     self.out.flush()
                     self.streamed = True
             msg = events.get_final_message()

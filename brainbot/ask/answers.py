@@ -258,11 +258,6 @@ def nearest(srcs: list[Passage], hits, query: str) -> list[dict]:
 
 
 # -- terminal output ------------------------------------------------------------------------
-def safe_text(text: str) -> str:
-    """Escape control characters (note text may hold terminal escapes) but keep newlines."""
-    return "".join(ch if ch in "\n\t" or ch.isprintable() else repr(ch)[1:-1] for ch in text)
-
-
 def format_answer(answer: Answer) -> str:
     """The answer for a terminal: text with [n] markers, then the sources they point at;
     closest passages quoted under their label; a refusal with the nearest notes."""
@@ -285,7 +280,9 @@ def format_answer(answer: Answer) -> str:
         lines += [_cite_line(c) for c in answer.citations]
     for d in answer.dropped:
         lines.append(f"dropped citation {d['source'] or '?'}: {d['reason']}")
-    return safe_text("\n".join(lines).strip("\n"))
+    from brainbot.render import printable
+
+    return printable("\n".join(lines).strip("\n"), keep_newlines=True)
 
 
 def _cite_line(c: Citation) -> str:

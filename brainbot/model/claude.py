@@ -109,10 +109,6 @@ def api_error(exc, client=None) -> AnswerError:
     return AnswerError(" ".join(msg.split())[:300])
 
 
-def _printable(text: str) -> str:
-    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
-
-
 def _detail(exc) -> str:
     body = getattr(exc, "body", None)
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
@@ -122,4 +118,6 @@ def _detail(exc) -> str:
         cause = exc.__cause__
         if cause is not None and "Connection error" in text:
             text = f"{text[:-1] if text.endswith('.') else text} ({cause.__class__.__name__})"
-    return _printable(" ".join(text.split()))[:200]
+    # One line; not escaped here: an AnswerError reaches a terminal only through the
+    # CLI's error line, which escapes it (render.printable), and MCP sends it as JSON.
+    return " ".join(text.split())[:200]
