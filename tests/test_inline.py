@@ -40,6 +40,7 @@ def only(text: str, kind=None):
     ("See [the docs](https://x.org/a \"T\") now.", "See the docs now."),
     ("An ![old map](maps/1890.png) here.", "An old map here."),
     ("Ask [[Note]] or [[dir/Other Note.md]].", "Ask Note or Other Note."),
+    ("Ask [[Old.markdown]] or [[Node.js]].", "Ask Old or Node.js."),  # only notes' extensions
     ("Ask [[Note|my alias]].", "Ask my alias."),
     ("Ask [[Note#Heading]] and [[Note#A#B]].", "Ask Note > Heading and Note > A > B."),
     ("Jump to [[#Setup]].", "Jump to Setup."),

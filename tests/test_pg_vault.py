@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from conftest import CountingEmbedder, copy_tree
 from pg_kit import same_hits, store_snapshot
-from test_vault import EXPECTED, VAULT, run
+from test_vault import EXPECTED, NOTES, VAULT, run
 
 from brainbot.errors import OlderSchemaError
 from brainbot.index.copying import copy_index
@@ -159,7 +159,7 @@ def test_migration_fills_links_tags_and_dates_without_re_embedding(pg_server, tm
     counting = CountingEmbedder(shared_embedder)
     with Indexer(url, embedder=counting) as ix:
         stats = ix.index_paths([vault])
-    assert counting.texts == [] and stats.unchanged == 85 and stats.new == 0
+    assert counting.texts == [] and stats.unchanged == NOTES and stats.new == 0
     with open_store(url) as store:
         assert store.meta()["schema_version"] == "4" and "vault_refresh" not in store.meta()
         assert store.tag_counts() == EXPECTED["tags"]
@@ -170,4 +170,4 @@ def test_migration_fills_links_tags_and_dates_without_re_embedding(pg_server, tm
         ix.index_paths([vault])
     assert store_snapshot(url) == store_snapshot(clean)
     with Indexer(url, embedder=counting) as ix:  # a later run is an ordinary one
-        assert ix.index_paths([vault]).unchanged == 85 and not ix.refreshing
+        assert ix.index_paths([vault]).unchanged == NOTES and not ix.refreshing

@@ -21,6 +21,7 @@ from brainbot.store.target import open_store
 
 VAULT = REPO / "examples" / "vault"
 EXPECTED = json.loads((VAULT / "expected.json").read_text(encoding="utf-8"))
+NOTES = 88  # examples/vault/README.md, "Files"
 
 
 STORES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
@@ -72,6 +73,37 @@ def test_resolution_follows_obsidian():
         "notes/other note.md"
     assert r.resolve("x.md", "wikilink", "Nowhere") is None
     assert r.resolve("x.md", "wikilink", "") == "x.md"
+
+
+def test_a_dot_starts_an_extension_only_for_attachments():
+    from types import SimpleNamespace
+
+    from brainbot.notes.inline import InlineMarkup
+    from brainbot.notes.markdown import parse
+    from brainbot.notes.vault import note_links
+
+    text = ("[[Node.js]] [[v1.2 release]] [[John D. Smith]] [[2024.01.05]] [[Old.markdown]] "
+            "![[photo.PNG]] [[scan.pdf|scan]] ![[Board.canvas]] [a](script.py) [b](other.md) "
+            "[c](Other) [d](https://x.org/a.md)\n")
+    parsed = parse(text)
+    chunks = [SimpleNamespace(chunk_index=0, start_char=0, end_char=len(text))]
+    found = note_links(InlineMarkup.of_note(parsed), parsed, chunks)
+    assert [x.target for x in found] == ["Node.js", "v1.2 release", "John D. Smith",
+                                         "2024.01.05", "Old.markdown", "other.md", "Other"]
+
+
+def test_dotted_names_resolve_or_are_listed_unresolved(vault_db, capsys):
+    db, _ = vault_db
+    code, out, _ = run(capsys, "links", "Keyboard v2.1 build", "--db", db, "--json")
+    report = json.loads(out)
+    assert code == 0 and report["note"] == "home/Keyboard v2.1 build.md"
+    assert sorted(x["target"] for x in report["outgoing"]) == ["Ines K. Varga", "Node.js"]
+    assert [x["target"] for x in report["unresolved"]] == ["2026.04.18 group buy"]
+    assert {b["source"] for b in report["backlinks"]} == {"work/Node.js.md",
+                                                          "people/Ines K. Varga.md"}
+    code, out, _ = run(capsys, "links", "Node.js", "--db", db, "--json")
+    assert code == 0 and [b["source"] for b in json.loads(out)["backlinks"]] == [
+        "home/Keyboard v2.1 build.md"]
 
 
 def test_links_command_and_backlinks_in_get(vault_db, capsys):
@@ -189,7 +221,7 @@ def test_migration_fills_links_tags_and_dates_without_re_embedding(tmp_path, sha
     counting = CountingEmbedder(shared_embedder)
     with Indexer(db, embedder=counting) as ix:
         stats = ix.index_paths([vault])
-    assert counting.texts == [] and stats.unchanged == 85 and stats.new == 0
+    assert counting.texts == [] and stats.unchanged == NOTES and stats.new == 0
     with open_store(db) as store:
         assert store.tag_counts() == EXPECTED["tags"]
         assert sorted((x.source, x.target) for x in store.unresolved_links()) == \
@@ -198,4 +230,4 @@ def test_migration_fills_links_tags_and_dates_without_re_embedding(tmp_path, sha
         assert "vault_refresh" not in store.meta()
     os.utime(vault / "inbox.md")  # a later run is an ordinary incremental one
     with Indexer(db, embedder=counting) as ix:
-        assert ix.index_paths([vault]).unchanged == 85 and not ix.refreshing
+        assert ix.index_paths([vault]).unchanged == NOTES and not ix.refreshing

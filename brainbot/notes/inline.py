@@ -32,6 +32,7 @@ import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
+from .files import EXTENSIONS
 from .markdown import Block, ParsedNote, fence_closes, fence_open, parse
 
 # How a wikilink's heading parts are joined in its visible text: Obsidian shows
@@ -69,9 +70,10 @@ class WikiLink(Span):
 
     @property
     def name(self) -> str:
-        """The target's last path component, without ".md"."""
+        """The target's last path component, without ".md" or ".markdown"."""
         name = self.target.rsplit("/", 1)[-1]
-        return name[:-3] if name.lower().endswith(".md") else name
+        stem, dot, ext = name.rpartition(".")
+        return stem if dot and f".{ext.lower()}" in EXTENSIONS else name
 
     @property
     def visible(self) -> str:

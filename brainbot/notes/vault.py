@@ -2,7 +2,9 @@
 
 Links come from ``notes/inline.py``'s one parser: wikilinks (``[[Note#Heading|alias]]``, embeds
 ``![[Note]]``) and markdown links to other notes (``[text](other.md#heading)``; web
-addresses and attachments are not notes). Each link belongs to the chunk it sits in.
+addresses and attachments are not notes). A wikilink names a note unless its extension is
+an attachment's (``[[photo.png]]``): ``[[Node.js]]`` and ``[[v1.2 release]]`` are notes, as
+in Obsidian; a markdown link names one only with a markdown extension or none. Each link belongs to the chunk it sits in.
 Resolving a link needs every note of the vault, so ``Resolver`` does it after indexing,
 the way Obsidian does: case-insensitive, ``.md`` optional, the shortest path that ends
 with what was written; when several notes share a name, the one in the linking note's
@@ -24,9 +26,9 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from .inline import InlineMarkup, Link, WikiLink
+from .files import EXTENSIONS
+from .inline import ATTACHMENTS, InlineMarkup, Link, WikiLink
 
-NOTE_EXTENSIONS = (".md", ".markdown")
 DATE_KEYS = ("date", "created", "updated")
 _FILE_DATE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
 _ISO_DATE = re.compile(r"^\s*(\d{4})-(\d{2})-(\d{2})")
@@ -68,12 +70,16 @@ def _chunk_at(chunks, pos: int) -> int:
     return chunks[max(0, bisect_right(starts, pos) - 1)].chunk_index
 
 
-def _is_note_target(target: str) -> bool:
-    """A note, not a picture or a web page: no scheme, and no extension but markdown's."""
+def _is_note_target(target: str, kind: str) -> bool:
+    """A note, not a picture or a web page: no scheme; for a wikilink, no attachment's
+    extension (a dot is part of many names: "Node.js", "John D. Smith", "2024.01.05");
+    for a markdown link, a path to a file, no extension but markdown's."""
     if _SCHEME.match(target):
         return False
     name = target.rsplit("/", 1)[-1]
-    return "." not in name or name.lower().endswith(NOTE_EXTENSIONS)
+    if kind != "markdown":
+        return name.rpartition(".")[2].lower() not in ATTACHMENTS if "." in name else True
+    return "." not in name or name.lower().endswith(EXTENSIONS)
 
 
 def note_links(markup: InlineMarkup, parsed, chunks) -> list[NoteLink]:
@@ -90,7 +96,7 @@ def note_links(markup: InlineMarkup, parsed, chunks) -> list[NoteLink]:
             kind, target, heading, alias = "markdown", unquote(path), fragment or None, el.text
         else:
             continue
-        if target and not _is_note_target(target):
+        if target and not _is_note_target(target, kind):
             continue
         line = bisect_right(starts, el.start) if starts else 1
         out.append(NoteLink(_chunk_at(chunks, el.start), line, kind, target.strip(),
@@ -148,7 +154,7 @@ def relink(documents, links) -> list[tuple[int | None, int]]:
 
 def _stem(path: str) -> str:
     lower = path.lower()
-    for ext in NOTE_EXTENSIONS:
+    for ext in EXTENSIONS:
         if lower.endswith(ext):
             return path[: -len(ext)]
     return path
