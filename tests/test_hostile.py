@@ -248,6 +248,34 @@ def test_unreadable_file_simulated(tmp_path, vault, counting, monkeypatch):
     assert stats.new == 1 and set(documents(tmp_path / "b.db")) == {"sub/beta.md"}
 
 
+def test_names_that_are_not_utf8_are_reported_and_the_rest_indexed(tmp_path):
+    """A Latin-1 file or folder name (an old archive) cannot be stored as text: it is a
+    per-file problem like any other, and `brainbot index` exits 0 as for those."""
+    root = tmp_path / "vault"
+    root.mkdir()
+    (root / "ok.md").write_text("# Ok\n\nThe café list is in another note.\n", encoding="utf-8")
+    with open(os.fsencode(root) + b"/caf\xe9.md", "w", encoding="utf-8") as f:
+        f.write("# Caf\n\nA note named in Latin-1.\n")
+    os.mkdir(os.fsencode(root) + b"/d\xe9p\xf4t")
+    with open(os.fsencode(root) + b"/d\xe9p\xf4t/inner.md", "w", encoding="utf-8") as f:
+        f.write("# Inner\n\nIn a folder named in Latin-1.\n")
+    db = tmp_path / "u.db"
+    result = run_cli("index", root, "--db", db)
+    assert result.returncode == 0, result.stderr
+    assert stderr_entries(result.stderr) == {
+        "caf\\xe9.md": "the file name is not valid UTF-8; rename it to index it",
+        "d\\xe9p\\xf4t": "the folder name is not valid UTF-8; rename it to index it"}
+    assert set(documents(db)) == {"ok.md"}
+    again = run_cli("index", root, "--db", db, "--json")
+    assert again.returncode == 0, again.stderr
+    assert {p["path"] for p in json.loads(again.stdout)["skipped"]} == {"caf\\xe9.md",
+                                                                       "d\\xe9p\\xf4t"}
+    bad_root = os.fsdecode(os.fsencode(root) + b"/d\xe9p\xf4t")
+    refused = run_cli("index", bad_root, "--db", tmp_path / "r.db")
+    assert refused.returncode == 2 and "not valid UTF-8" in refused.stderr
+    assert refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+
+
 def test_leading_dash_file_indexed_after_double_dash(tmp_path):
     root = tmp_path / "vault"
     root.mkdir()

@@ -2,7 +2,9 @@
 
 Discovery walks each indexed root for ``.md`` and ``.markdown`` files, skipping hidden
 folders (``.git``, ``.obsidian``), whatever ``.brainbotignore`` (gitignore syntax) at the
-root excludes, symlinks that lead outside the root and symlink loops. Reading decodes
+root excludes, symlinks that lead outside the root and symlink loops. A file or folder
+whose name is not valid UTF-8 (an old archive's Latin-1 name) is reported and skipped: no
+index can store its path as text. Reading decodes
 UTF-8 (a BOM is dropped; invalid bytes become U+FFFD with a warning), normalises CRLF and
 lone CR to ``\\n`` (as Python's universal newlines do, so ``open(path).read()`` gives the
 same text the chunk offsets index), and refuses binary files.
@@ -58,6 +60,26 @@ class Discovery:
     problems: list[Problem] = field(default_factory=list)
 
 
+def undecodable(name: str) -> bool:
+    """Whether a name from the file system was not valid UTF-8: Python keeps such bytes
+    as lone surrogates ("caf\\udce9.md"), which neither SQLite nor Postgres can store."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def shown(path: str) -> str:
+    """``path`` with the bytes that are not UTF-8 as ``\\xNN`` ("caf\\xe9.md"): the name as
+    the user can tell it, printable and storable."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _not_utf8(rel: str, what: str) -> Problem:
+    return Problem(shown(rel), f"the {what} name is not valid UTF-8; rename it to index it")
+
+
 def _ignore_spec(root: Path):
     ignore = root / IGNORE_FILE
     if not ignore.is_file():
@@ -80,6 +102,11 @@ def discover(root: Path, *, follow_outside: bool = False) -> Discovery:
     """Every note under ``root`` (a folder or a single file), sorted by relative path."""
     found = Discovery()
     root = root.absolute()
+    if undecodable(str(root)):
+        from brainbot.errors import InputError
+
+        raise InputError(f"{shown(str(root))}: the path is not valid UTF-8, so no index can "
+                         "store it; rename it (or index it through a symlink whose path is)")
     if root.is_file():
         st = root.stat()
         found.files.append(NoteFile(root.parent, root.name, st.st_size, st.st_mtime_ns))
@@ -118,6 +145,9 @@ def discover(root: Path, *, follow_outside: bool = False) -> Discovery:
                 continue
             if spec is not None and spec.match_file(rel + "/"):
                 continue
+            if undecodable(name):
+                found.problems.append(_not_utf8(rel, "folder"))
+                continue
             if sub.is_symlink() and not follow_outside and not _inside(sub, root_real):
                 found.problems.append(Problem(rel, "symlink leads outside the indexed folder"))
                 continue
@@ -128,6 +158,9 @@ def discover(root: Path, *, follow_outside: bool = False) -> Discovery:
                 continue
             rel = (rel_dir / name).as_posix()
             if spec is not None and spec.match_file(rel):
+                continue
+            if undecodable(name):
+                found.problems.append(_not_utf8(rel, "file"))
                 continue
             _add_file(found, root, root_real, here / name, rel, follow_outside)
     found.files.sort(key=lambda f: f.relpath)
@@ -177,7 +210,11 @@ def discover_some(root: Path, relpaths, *, follow_outside: bool = False) -> Disc
         path = root / rel
         if not follow_outside and not _inside(path.parent, root_real):
             continue  # under a symlinked folder that leads outside
-        if path.exists() or path.is_symlink():
+        if not (path.exists() or path.is_symlink()):
+            continue
+        if undecodable(rel):
+            found.problems.append(_not_utf8(rel, "file" if undecodable(parts[-1]) else "folder"))
+        else:
             _add_file(found, root, root_real, path, rel, follow_outside)
     return found
 
