@@ -1,9 +1,12 @@
-"""`brainbot watch`: edits, atomic saves, deletes, renames, bulk changes and a re-created
-folder are each seen within a bounded wait, and every scenario ends with the index equal
-to a clean index of the folder."""
+"""`brainbot watch`: edits, atomic saves, deletes, renames, bulk changes, a re-created
+folder, a folder moved away, a new `.brainbotignore` are each seen within a bounded wait,
+by passes over just the notes they name; `.git` noise makes no pass; a failing pass or a
+name watchfiles cannot decode does not stop the watch; an int8 index is written at int8.
+Every scenario ends with the index equal to a clean index of the folder."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -32,12 +35,25 @@ def wait_until(condition, what: str, timeout: float = WAIT_S):
     raise AssertionError(f"not within {timeout} s: {what}")
 
 
+def next_line(stream, timeout: float = WAIT_S) -> str:
+    """The next line of a child's output, or an AssertionError after ``timeout``."""
+    import queue
+
+    got: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: got.put(stream.readline()), daemon=True).start()
+    try:
+        return got.get(timeout=timeout)
+    except queue.Empty:
+        raise AssertionError(f"no line within {timeout} s") from None
+
+
 class Running:
     """A Watcher on its own thread, with the passes it reported."""
 
-    def __init__(self, root, db, embedder):
+    def __init__(self, root, db, embedder, **options):
         self.reports = []
-        self.watcher = Watcher([root], str(db), embedder=embedder, on_pass=self.reports.append)
+        self.watcher = Watcher([root], str(db), embedder=embedder, on_pass=self.reports.append,
+                               **options)
         self.thread = threading.Thread(target=self.watcher.run, daemon=True)
         self.root, self.db, self.embedder = root, db, embedder
 
@@ -51,6 +67,10 @@ class Running:
         self.watcher.stop.set()
         self.thread.join(timeout=10)
         assert not self.thread.is_alive()
+
+    def paths_since(self, before: int) -> list[list[str] | None]:
+        """What each pass since the ``before``-th re-indexed (None: the whole folder)."""
+        return [r.paths for r in self.reports[before:]]
 
     def finds(self, text: str) -> list[str]:
         with Searcher(self.db, embedder=self.embedder) as s:
@@ -70,33 +90,135 @@ def running(tmp_path, vault, shared_embedder):
 
 
 def test_edit(running, tmp_path):
+    before = len(running.reports)
     note = running.root / "alpha.md"
     note.write_text(note.read_text() + "\nThe kiwi harvest slipped to April.\n")
-    wait_until(lambda: "alpha.md" in running.finds("kiwi harvest"), "the edit")
+    wait_until(lambda: "alpha.md" in running.finds("kiwi harvest")
+               and running.paths_since(before), "the edit")  # a pass reports after commit
+    assert set(map(tuple, running.paths_since(before))) == {("alpha.md",)}
     wait_until(lambda: running.equals_clean_index(tmp_path), "a clean index")
 
 
 def test_atomic_save(running, tmp_path):
+    before = len(running.reports)
     note = running.root / "gamma.md"
     temp = running.root / ".gamma.md.tmp1234"
     temp.write_text("Plain note. The quince jam needs 40 minutes of boiling.\n")
     os.replace(temp, note)
-    wait_until(lambda: running.finds("quince jam") == ["gamma.md"], "the atomic save")
+    wait_until(lambda: running.finds("quince jam") == ["gamma.md"]
+               and running.paths_since(before), "the atomic save")
+    assert set(map(tuple, running.paths_since(before))) == {("gamma.md",)}
     wait_until(lambda: running.equals_clean_index(tmp_path), "a clean index")
 
 
 def test_delete_and_rename(running, tmp_path):
+    before = len(running.reports)
     (running.root / "gamma.md").unlink()
-    wait_until(lambda: not running.finds("Smith results Friday"), "the delete")
+    wait_until(lambda: not running.finds("Smith results Friday")
+               and running.paths_since(before), "the delete")
+    assert running.paths_since(before) == [["gamma.md"]]
+    before = len(running.reports)
     os.rename(running.root / "alpha.md", running.root / "sub" / "omega.md")
-    wait_until(lambda: running.finds("alpha project ships") == ["sub/omega.md"], "the rename")
+    wait_until(lambda: running.finds("alpha project ships") == ["sub/omega.md"]
+               and {p for ps in running.paths_since(before) for p in ps or ["*"]} >=
+               {"alpha.md", "sub/omega.md"}, "the rename")
+    assert None not in running.paths_since(before)
     wait_until(lambda: running.equals_clean_index(tmp_path), "a clean index")
 
 
 def test_folder_renamed_in_and_away(running, tmp_path):
+    before = len(running.reports)
     os.rename(running.root / "sub", running.root / "moved")
-    wait_until(lambda: running.finds("tomatoes full sun") == ["moved/beta.md"],
-               "the folder rename")
+    wait_until(lambda: running.finds("tomatoes full sun") == ["moved/beta.md"]
+               and None in running.paths_since(before), "the folder rename (walked)")
+    wait_until(lambda: running.equals_clean_index(tmp_path), "a clean index")
+
+
+def test_a_dotted_folder_moved_away_takes_its_notes(tmp_path, vault, shared_embedder):
+    (vault / "v1.2").mkdir()
+    (vault / "v1.2" / "changes.md").write_text("# v1.2\n\nThe marmalade release.\n")
+    with Running(vault, tmp_path / "w.db", shared_embedder) as running:
+        assert running.finds("marmalade release") == ["v1.2/changes.md"]
+        before = len(running.reports)
+        os.rename(vault / "v1.2", tmp_path / "elsewhere")  # one event: "v1.2" deleted
+        wait_until(lambda: not running.finds("marmalade release")
+                   and running.paths_since(before), "the folder moved away")
+        assert running.paths_since(before) == [["v1.2/changes.md"]]
+        wait_until(lambda: running.equals_clean_index(tmp_path), "a clean index")
+
+
+def test_git_noise_and_editor_files_make_no_pass(running, tmp_path):
+    before = len(running.reports)
+    git = running.root / ".git"
+    (git / "objects" / "ab").mkdir(parents=True)
+    for name in ("index", "HEAD", "objects/ab/cdef0123"):
+        (git / name).write_text("x")
+    (running.root / ".alpha.md.swp").write_text("swap")
+    probe = running.root / "4913"  # vim's write probe: created, then deleted at once
+    probe.write_text("")
+    probe.unlink()
+    time.sleep(1.5)  # let those events arrive on their own
+    note = running.root / "alpha.md"
+    note.write_text(note.read_text() + "\nThe loganberry cane needs tying in.\n")
+    wait_until(lambda: running.finds("loganberry cane") == ["alpha.md"]
+               and running.paths_since(before), "the edit")
+    assert set(map(tuple, running.paths_since(before))) == {("alpha.md",)}
+
+
+def test_a_new_ignore_file_walks_the_folder(running, tmp_path):
+    before = len(running.reports)
+    (running.root / ".brainbotignore").write_text("sub/\n")
+    wait_until(lambda: not running.finds("tomatoes full sun")
+               and None in running.paths_since(before), "the ignored folder (walked)")
+    wait_until(lambda: running.equals_clean_index(tmp_path), "a clean index")
+
+
+def test_a_watched_folder_moved_away_is_forgotten_then_back(tmp_path, vault, shared_embedder):
+    with Running(vault, tmp_path / "w.db", shared_embedder, gone_after_s=1.0) as running:
+        away = tmp_path / "away"
+        os.rename(vault, away)
+        wait_until(lambda: not running.finds("alpha project ships")
+                   and any(r.gone for r in running.reports), "forgotten")
+        gone = [r for r in running.reports if r.gone]
+        assert len(gone) == 1 and gone[0].stats.removed == 3 and gone[0].error is None
+        os.rename(away, vault)
+        wait_until(lambda: running.finds("alpha project ships") == ["alpha.md"], "back")
+        wait_until(lambda: running.equals_clean_index(tmp_path), "a clean index")
+
+
+def test_a_failing_pass_is_reported_retried_and_the_watch_goes_on(running, monkeypatch):
+    from brainbot.index import indexer
+
+    real = indexer.Indexer.index_changes
+    calls = []
+
+    def fails_once(self, root, relpaths):
+        calls.append(sorted(relpaths))
+        if len(calls) == 1:
+            raise RuntimeError("simulated bug in a pass")
+        return real(self, root, relpaths)
+
+    monkeypatch.setattr(indexer.Indexer, "index_changes", fails_once)
+    before = len(running.reports)
+    note = running.root / "alpha.md"
+    note.write_text(note.read_text() + "\nThe kiwi harvest slipped to April.\n")
+    wait_until(lambda: "alpha.md" in running.finds("kiwi harvest") and None in
+               running.paths_since(before), "the retry: a full pass")
+    first = running.reports[before]
+    assert first.paths == ["alpha.md"] and "RuntimeError: simulated bug in a pass" in first.error
+    assert running.thread.is_alive() and calls[0] == ["alpha.md"]
+
+
+def test_a_name_that_is_not_utf8_is_skipped_and_the_watch_goes_on(running, tmp_path):
+    """watchfiles cannot decode such a name and raises for the whole batch: the watch is
+    re-armed with a full pass, which reports the file and indexes the rest."""
+    with open(os.fsencode(running.root) + b"/caf\xe9.md", "w") as f:
+        f.write("# Caf\n\nA note named in Latin-1.\n")
+    (running.root / "later.md").write_text("# Later\n\nA persimmon tree by the gate.\n")
+    wait_until(lambda: running.finds("persimmon tree") == ["later.md"] and any(
+        p.path == "caf\\xe9.md" for r in running.reports for p in r.stats.skipped),
+        "the next note, and the Latin-1 name reported")
+    assert running.thread.is_alive()
     wait_until(lambda: running.equals_clean_index(tmp_path), "a clean index")
 
 
@@ -171,3 +293,30 @@ def test_folder_replaced_at_once(running, tmp_path):
         wait_until(lambda a=attempt: running.finds(f"loquat{a}") == [f"fresh{a}.md"],
                    f"a note in the folder replaced (attempt {attempt})")
     wait_until(lambda: running.equals_clean_index(tmp_path), "a clean index")
+
+
+def test_watch_writes_an_int8_index(tmp_path, vault):
+    """`brainbot watch` takes its precision from the index: built with `--precision int8`,
+    it must not be refused as an fp32 writer."""
+    from brainbot.model.embed import Embedder
+
+    db = tmp_path / "int8.db"
+    with Indexer(db, precision="int8", embedder=Embedder(precision="int8")) as ix:
+        ix.index_paths([vault])
+    proc = subprocess.Popen([sys.executable, "-m", "brainbot", "watch", str(vault), "--db",
+                             str(db), "--json"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        first = json.loads(next_line(proc.stdout))
+        assert first["error"] is None and first["unchanged"] == 3, first
+        note = vault / "alpha.md"
+        note.write_text(note.read_text() + "\nThe kiwi harvest slipped to April.\n")
+        edit = json.loads(next_line(proc.stdout))
+        assert edit["error"] is None and edit["paths"] == ["alpha.md"], edit
+        assert edit["updated"] == 1 and edit["embedded"] >= 1
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=15)
+    with Searcher(db) as s:
+        assert s.meta["embedder"].split(":")[1] == "int8"
+        assert [h.path for h in s.search("kiwi harvest", 1, mode="vector")] == ["alpha.md"]

@@ -4,15 +4,24 @@ One pass brings the index up to date first; after that, every batch of file even
 (watchfiles debounces them: a `git checkout` of 1,000 files arrives as one batch) is one
 pass through the same Indexer as `brainbot index`, with its writer lock taken for the
 pass only, so a `brainbot index` can still run between passes. A pass re-indexes only
-the notes named by the events; an event on anything else (a folder renamed in or away, a
-`.brainbotignore`) re-walks that folder, which costs a no-op index of it.
+the notes named by the events; a folder that appears, or a changed `.brainbotignore`,
+re-walks the whole folder, which costs a no-op index of it. Hidden paths (`.git/…`, an
+editor's `.note.md.swp`) are skipped, as discovery skips them.
 
 Event kinds are not trusted (an editor's atomic save arrives as "added", a folder rename
-carries no events for the files inside): every named path is looked at on disk again.
-A watched folder that is deleted takes its notes out of the index (as deleting each file
-would) and silences the OS watcher, so the watch is re-armed when it comes back, with a
-full pass for it. A pass refused by another writer waits and
-retries. Setting ``stop`` (SIGTERM, Ctrl-C) ends the watch between transactions.
+carries no events for the files inside): every named path is looked at on disk again. A
+path that is gone takes out the notes the index holds under it, so a folder moved away
+(`v1.2`, `notes.old`: one event for the folder itself) leaves with its notes. A watched
+folder that goes away silences its OS watcher: the watch is re-armed when it comes back,
+with a full pass for it; if it stays gone for GONE_AFTER_S its notes leave the index (a
+folder moved or deleted is no longer there to search; one that comes back is indexed
+again, and re-embedded).
+
+A pass refused by another writer waits and retries. A pass that fails for any other
+reason (or the OS watcher itself: watchfiles cannot decode a name that is not UTF-8) is
+reported, and the folder gets a full pass after a back-off of 1 s, doubling to 5 min;
+the watch goes on. Setting ``stop`` (SIGTERM, Ctrl-C) ends the watch between
+transactions.
 
 This module watches and schedules; indexing is ``index/indexer.py``'s.
 """
@@ -23,10 +32,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from brainbot.errors import BrainbotError, IndexStopped, StoreBusyError
+from brainbot.errors import BrainbotError, IdentityMismatchError, IndexStopped, StoreBusyError
 from brainbot.index.indexer import IndexStats
 from brainbot.notes.files import EXTENSIONS, IGNORE_FILE
 
@@ -35,8 +45,19 @@ BUSY_RETRY_S = 0.5
 # How often a missing watched folder is looked for (watchfiles yields empty batches at
 # this period while waiting).
 MISSING_POLL_MS = 500
+# After a failed pass the folder waits this long for its retry, doubled at each failure
+# in a row up to BACKOFF_MAX_S: a lasting failure (a full disk, an index another brainbot
+# built) is reported every five minutes, not in a loop; a pass that succeeds resets it.
+BACKOFF_FIRST_S = 1.0
+BACKOFF_MAX_S = 300.0
+# How long a watched folder must stay gone before its notes leave the index. Tools that
+# swap a folder (git, sync clients, `mv notes old && mv new notes`) put one back well
+# within a second; a folder moved away or deleted stays gone.
+GONE_AFTER_S = 10.0
 
 log = logging.getLogger("brainbot.serve.watch")
+
+Batch = dict[Path, "set[str] | None"]  # root -> relative note paths; None: a full pass
 
 
 @dataclass
@@ -44,59 +65,107 @@ class PassReport:
     """What one pass did: which folders and notes, the index stats, how long it took."""
 
     root: str
-    paths: list[str] | None  # None: the whole folder was walked
+    paths: list[str] | None  # None: the whole folder was walked (or forgotten, when gone)
     stats: IndexStats
     seconds: float
     error: str | None = None
+    gone: bool = False  # the folder is gone: its notes left the index
 
     def line(self) -> str:
         what = "all notes" if self.paths is None else ", ".join(self.paths[:3]) + (
             f" (+{len(self.paths) - 3})" if len(self.paths) > 3 else "")
+        if self.gone:
+            what = "folder gone, its notes leave the index"
         head = f"{time.strftime('%H:%M:%S')}  {self.root}: {what}"
         if self.error:
             return f"{head} · error: {self.error}"
         s = self.stats
+        skipped = f", {len(s.skipped)} skipped" if s.skipped else ""
         return (f"{head} · {s.new} new, {s.updated} updated, {s.removed} removed, "
-                f"{s.embedded} embedded · {self.seconds:.2f} s")
+                f"{s.embedded} embedded{skipped} · {self.seconds:.2f} s")
+
+
+@dataclass
+class _Failing:
+    """A folder whose last pass failed: what it owes and when it is retried."""
+
+    error: str
+    since: float  # time.time() of the first failure in a row
+    count: int
+    retry_at: float  # time.monotonic()
+    owed: set[str] | None = None  # paths still to index; None: a full pass
 
 
 @dataclass
 class Watcher:
-    """Watches ``roots`` and keeps the index at ``db`` up to date until ``stop`` is set."""
+    """Watches ``roots`` and keeps the index at ``db`` up to date until ``stop`` is set.
+    ``embedder``: one to share (its precision is tried first); else one is made at the
+    precision the index was built with."""
 
     roots: list[Path]
     db: str
     embedder: object = None
     stop: threading.Event = field(default_factory=threading.Event)
     on_pass: Callable[[PassReport], None] | None = None
+    gone_after_s: float = GONE_AFTER_S
+    # what `mcp --watch` reports in `status`
+    passes: int = field(default=0, init=False)
+    last: PassReport | None = field(default=None, init=False)
+    failing: dict[Path, _Failing] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self.roots = [Path(r).absolute() for r in self.roots]
-        if self.embedder is None:
-            from brainbot.model.embed import Embedder
-
-            self.embedder = Embedder()  # loads on first use, then serves every pass
+        self.precision = getattr(self.embedder, "precision", None)
+        self._seen: set[Path] = set()  # roots seen here: their notes are ours to forget
+        self._missing_since: dict[Path, float] = {}
 
     def run(self) -> None:
-        """Index everything once, then each batch of changes, until stopped."""
-        for batch in self._batches():
-            for root, paths in batch.items():
-                if self.stop.is_set():
-                    return
-                self.index(root, paths)
+        """Index everything once, then each batch of changes, until stopped. Whatever
+        goes wrong is reported and retried after a back-off; only ``stop`` ends it."""
+        for root in self.roots:
+            if _folder(root) is None:
+                self._report(PassReport(str(root), None, IndexStats(), 0.0,
+                                        "not a folder (yet); watching for one to appear"))
+        failures = 0
+        while not self.stop.is_set():
+            try:
+                for batch in self._batches():
+                    self._run(batch)
+                    failures = 0
+                return
+            except Exception as exc:  # noqa: BLE001 - the OS watcher: re-armed, full passes
+                failures += 1
+                self._report(PassReport(", ".join(map(str, self.roots)), None, IndexStats(),
+                                        0.0, f"watching failed ({_describe(exc)}); "
+                                        "watching again with a full pass"), exc)
+                self.stop.wait(_backoff(failures))
+
+    def _run(self, batch: Batch) -> None:
+        now = time.monotonic()
+        for root, failing in list(self.failing.items()):
+            if root in batch:  # the folder waits out its back-off with the new events
+                failing.owed = _merged(failing.owed, batch.pop(root))
+            if now >= failing.retry_at:
+                batch[root] = _merged(failing.owed, batch.get(root, set()))
+        for root, paths in batch.items():
+            if self.stop.is_set():
+                return
+            self.index(root, paths)
 
     # -- one pass --------------------------------------------------------------------
     def index(self, root: Path, paths: set[str] | None) -> PassReport | None:
-        """One pass over ``paths`` of ``root`` (None: the whole folder), retried while
-        another writer holds the lock; None when stopped first."""
-        from brainbot.index.indexer import Indexer
-
+        """One pass over ``paths`` of ``root`` (None: the whole folder, or forgetting it
+        when it is gone), retried while another writer holds the lock; None when stopped
+        first or when nothing was left to do."""
         while not self.stop.is_set():
             started = time.perf_counter()
+            gone = paths is None and not root.is_dir()
             try:
-                with Indexer(self.db, embedder=self.embedder, stop=self.stop) as ix:
-                    if paths is None:
-                        stats = ix.index_paths([root]) if root.is_dir() else ix.forget_root(root)
+                with self._indexer() as ix:
+                    if gone:
+                        stats = ix.forget_root(root)
+                    elif paths is None:
+                        stats = ix.index_paths([root])
                     else:
                         stats = ix.index_changes(root, paths)
             except StoreBusyError:
@@ -104,21 +173,82 @@ class Watcher:
                 continue
             except IndexStopped:
                 return None
-            except BrainbotError as exc:  # reported; the watch goes on
-                report = PassReport(str(root), _listed(paths), IndexStats(), 0.0, str(exc))
-            else:
-                report = PassReport(str(root), _listed(paths), stats,
-                                    time.perf_counter() - started)
-            if self.on_pass:
-                self.on_pass(report)
-            return report
+            except Exception as exc:  # noqa: BLE001 - reported, retried; the watch goes on
+                self._fail(root, paths, exc)
+                return self.last
+            self.failing.pop(root, None)
+            self._report(PassReport(str(root), _listed(paths), stats,
+                                    time.perf_counter() - started, gone=gone))
+            return self.last
         return None
 
+    @contextmanager
+    def _indexer(self):
+        """An open Indexer at the index's own precision: `index --precision int8` records
+        it in the index's embedder ("…:int8:…"), and a writer of another precision is
+        refused; a refusal for nothing but the precision switches to the recorded one."""
+        from brainbot.index.indexer import Indexer
+
+        precision = self.precision or "fp32"
+        while True:
+            ix = Indexer(self.db, precision=precision, embedder=self._embedder(precision),
+                         stop=self.stop)
+            try:
+                ix.__enter__()
+                break
+            except IdentityMismatchError as exc:
+                recorded = _precision_of(exc)
+                if recorded is None or recorded == precision:
+                    raise
+                precision = recorded
+        self.precision = precision
+        try:
+            yield ix
+        except BaseException as exc:
+            ix.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        ix.__exit__(None, None, None)
+
+    def _embedder(self, precision: str):
+        if self.embedder is None or getattr(self.embedder, "precision", precision) != precision:
+            from brainbot.model.embed import Embedder
+
+            self.embedder = Embedder(precision=precision)  # loads on first use
+        return self.embedder
+
+    def _fail(self, root: Path, paths: set[str] | None, exc: Exception) -> None:
+        before = self.failing.get(root)
+        count = before.count + 1 if before else 1
+        error = str(exc) if isinstance(exc, BrainbotError) else _describe(exc)
+        # Part of the pass may have committed: the retry walks the whole folder.
+        self.failing[root] = _Failing(error, before.since if before else time.time(), count,
+                                      time.monotonic() + _backoff(count), None)
+        report = PassReport(str(root), _listed(paths), IndexStats(), 0.0,
+                            f"{error}; retrying in {_backoff(count):.0f} s")
+        self._report(report, None if isinstance(exc, BrainbotError) else exc)
+
+    def _report(self, report: PassReport, exc: Exception | None = None) -> None:
+        if exc is not None:  # not one of brainbot's own errors: a bug; keep its traceback
+            log.warning("%s", report.line(), exc_info=exc)
+        self.passes += report.error is None
+        self.last = report
+        if self.on_pass:
+            self.on_pass(report)
+
+    def state(self) -> dict:
+        """For `status`: the folders watched, the passes so far, the last one, and the
+        folders whose passes are failing (with the error and since when)."""
+        return {"roots": [str(r) for r in self.roots], "passes": self.passes,
+                "last_pass": self.last.line() if self.last else None,
+                "failing": {str(r): {"error": f.error, "since": _iso(f.since),
+                                     "failures": f.count}
+                            for r, f in list(self.failing.items())}}
+
     # -- events ------------------------------------------------------------------------
-    def _batches(self) -> Iterator[dict[Path, set[str] | None]]:
-        """Batches of changes as {root: relative note paths, or None for a full pass}.
-        A folder gets a full pass once its watch is armed: at the start, and whenever it
-        comes back after being deleted (its events in between were never seen)."""
+    def _batches(self) -> Iterator[Batch]:
+        """Batches of changes (empty ones every MISSING_POLL_MS, for retries). A folder
+        gets a full pass once its watch is armed: at the start, and whenever it comes
+        back after being deleted (its events in between were never seen)."""
         from watchfiles import Change, watch
 
         armed: dict[Path, tuple[int, int]] = {}  # root -> the folder (dev, inode) watched
@@ -126,6 +256,7 @@ class Watcher:
             present = {r: key for r in self.roots if (key := _folder(r))}
             armed = {r: key for r, key in armed.items() if present.get(r) == key}
             if not present:
+                yield self._gone(present)
                 self.stop.wait(MISSING_POLL_MS / 1000)
                 continue
             for changes in watch(*present, stop_event=self.stop, yield_on_timeout=True,
@@ -133,30 +264,100 @@ class Watcher:
                 batch = self._classify(changes)
                 batch.update({r: None for r in present if r not in armed})
                 armed = dict(present)
+                now = {r: key for r in self.roots if (key := _folder(r))}
+                batch.update(self._gone(now))
                 gone = {r for r in present if (Change.deleted, str(r)) in changes}
                 for r in gone:
                     armed.pop(r, None)  # whatever is there when we look again: a full pass
-                if batch:
-                    yield batch
-                if gone or {r: key for r in self.roots if (key := _folder(r))} != present:
+                yield batch
+                if gone or now != present:
                     break  # re-arm: a deleted folder silences its OS watcher for good,
                     # even when one of the same name is back by now (its inode may even
                     # be the old one's, reused: hence the event, not only the inode)
 
-    def _classify(self, changes) -> dict[Path, set[str] | None]:
-        batch: dict[Path, set[str] | None] = {}
+    def _gone(self, present) -> Batch:
+        """Watched folders gone for gone_after_s since they were last seen: a full pass
+        each, once, which forgets their notes."""
+        now, due = time.monotonic(), {}
+        for root in self.roots:
+            if root in present:
+                self._seen.add(root)
+                self._missing_since.pop(root, None)
+            elif root in self._seen:
+                if now - self._missing_since.setdefault(root, now) >= self.gone_after_s:
+                    due[root] = None
+                    self._seen.discard(root)  # forgotten; watched for, as at the start
+                    del self._missing_since[root]
+        return due
+
+    def _classify(self, changes) -> Batch:
+        batch: Batch = {}
+        vanished: dict[Path, set[str]] = {}
         for _, raw in changes:
             path = Path(raw)
             root = next((r for r in self.roots if path == r or r in path.parents), None)
             if root is None or path == root:
                 continue
             rel = path.relative_to(root).as_posix()
-            if rel.lower().endswith(EXTENSIONS) and not path.is_dir():
-                if batch.get(root, set()) is not None:
-                    batch.setdefault(root, set()).add(rel)
-            elif path.name == IGNORE_FILE or path.is_dir() or not path.suffix:
-                batch[root] = None  # a folder moved in or away, or new ignore rules
+            if rel == IGNORE_FILE or (not _hidden(rel) and path.is_dir()):
+                batch[root] = None  # new ignore rules, or a folder moved in
+            elif _hidden(rel):
+                continue  # .git/…, an editor's swap file: discovery never indexes them
+            elif rel.lower().endswith(EXTENSIONS) and path.exists():
+                _add(batch, root, {rel})
+            elif not path.exists():
+                vanished.setdefault(root, set()).add(rel)  # a note, or a folder of them
+        for root, rels in vanished.items():
+            gone = {r for r in rels if r.lower().endswith(EXTENSIONS)}
+            _add(batch, root, gone | self._notes_under(root, rels))
         return batch
+
+    def _notes_under(self, root: Path, prefixes: set[str]) -> set[str]:
+        """The notes the index holds under the vanished paths ``prefixes``: a folder moved
+        away arrives as one event for itself. Read with a reader: no writer lock."""
+        from brainbot.store.target import open_store
+
+        try:
+            with open_store(self.db) as store:
+                known = store.known_documents(root.as_posix())
+        except BrainbotError:  # no index yet, or one to migrate: nothing under them
+            return set()
+        return {p for p in known if any(p.startswith(pre + "/") for pre in prefixes)}
+
+
+def _hidden(rel: str) -> bool:
+    return any(part.startswith(".") for part in rel.split("/"))
+
+
+def _add(batch: Batch, root: Path, rels: set[str]) -> None:
+    if rels and batch.get(root, set()) is not None:
+        batch.setdefault(root, set()).update(rels)
+
+
+def _merged(a: set[str] | None, b: set[str] | None) -> set[str] | None:
+    return None if a is None or b is None else a | b
+
+
+def _precision_of(exc: IdentityMismatchError) -> str | None:
+    """The precision an index records, when it differs from ours in nothing else."""
+    from brainbot.model.embed import PRECISIONS, Embedder
+
+    if exc.key != "embedder":
+        return None
+    return next((p for p in PRECISIONS if Embedder(precision=p).fingerprint == exc.theirs),
+                None)
+
+
+def _backoff(failures: int) -> float:
+    return min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** (failures - 1))
+
+
+def _describe(exc: Exception) -> str:
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+
+
+def _iso(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(seconds))
 
 
 def _folder(path: Path) -> tuple[int, int] | None:
