@@ -215,21 +215,27 @@ def parse_when(text: str, today: dt.date | None = None) -> str:
     from brainbot.errors import InputError
 
     value, today = text.strip().lower(), today or dt.date.today()
+    forms = "use YYYY-MM-DD, or 7d, 3w, 2m, 1y (days, weeks, months, years ago)"
     m = _RELATIVE.match(value)
     if m:
-        n, unit = int(m.group(1)), m.group(2)
-        if unit in "dw":
-            return (today - dt.timedelta(days=n * (7 if unit == "w" else 1))).isoformat()
-        months = n * (12 if unit == "y" else 1)
-        y, mo = divmod(today.year * 12 + today.month - 1 - months, 12)
-        day = min(today.day, [31, 29 if y % 4 == 0 and (y % 100 or y % 400 == 0) else 28,
-                              31, 30, 31, 30, 31, 31, 30, 31, 30, 31][mo])
-        return dt.date(y, mo + 1, day).isoformat()
+        try:
+            return _ago(int(m.group(1)), m.group(2), today).isoformat()
+        except (ValueError, OverflowError):  # "3000y", "99999999d": before year 1
+            raise InputError(f"{text!r} goes back before the year 1; {forms}") from None
     found = _as_date(value) if _ISO_DATE.fullmatch(value) else None
     if found is None:
-        raise InputError(f"cannot read the date {text!r}: use YYYY-MM-DD, or 7d, 3w, 2m, 1y "
-                         "(days, weeks, months, years ago)")
+        raise InputError(f"cannot read the date {text!r}: {forms}")
     return found
+
+
+def _ago(n: int, unit: str, today: dt.date) -> dt.date:
+    if unit in "dw":
+        return today - dt.timedelta(days=n * (7 if unit == "w" else 1))
+    months = n * (12 if unit == "y" else 1)
+    y, mo = divmod(today.year * 12 + today.month - 1 - months, 12)
+    day = min(today.day, [31, 29 if y % 4 == 0 and (y % 100 or y % 400 == 0) else 28,
+                          31, 30, 31, 30, 31, 31, 30, 31, 30, 31][mo])
+    return dt.date(y, mo + 1, day)
 
 
 def note_date(front: dict, relpath: str, mtime_ns: int) -> tuple[str, str]:
