@@ -17,22 +17,23 @@ from brainbot.index.indexer import Indexer
 TOOLS = {"search", "get", "status", "ask"}
 
 
-def server_env() -> dict[str, str]:
+def server_env(**extra: str) -> dict[str, str]:
     """The client passes the server only HOME, PATH and a few more: hand it ours, minus
-    any API key (the ask tool must take the offline path here)."""
+    any API key (the ask tool must take the offline path here), plus ``extra``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC")}
     env["PYTHONUNBUFFERED"] = "1"
-    return env
+    return env | extra
 
 
-def session(db: Path, body, *extra: str, errlog: Path | None = None):
+def session(db: Path, body, *extra: str, errlog: Path | None = None,
+            env: dict[str, str] | None = None):
     """Run ``body(session)`` against a fresh `brainbot mcp --db db` process."""
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
     params = StdioServerParameters(command=sys.executable,
                                    args=["-m", "brainbot", "mcp", "--db", str(db), *extra],
-                                   env=server_env())
+                                   env=env or server_env())
 
     async def main():
         with open(errlog or os.devnull, "w") as err:
@@ -170,6 +171,21 @@ def test_stdout_carries_only_json_rpc(served):
     assert proc.returncode == 0
 
 
+async def until(condition, what: str, timeout: float = 60):
+    """Poll ``condition`` (a coroutine function) until it returns something true."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = await condition()
+        if value:
+            return value
+        await anyio.sleep(0.2)
+    raise AssertionError(f"not within {timeout} s: {what}")
+
+
+def passes_logged(err: Path) -> list[str]:
+    return [line for line in err.read_text().splitlines() if " · " in line]
+
+
 def test_mcp_watch_keeps_the_served_index_fresh(tmp_path, shared_embedder):
     vault = tmp_path / "v"
     vault.mkdir()
@@ -177,17 +193,219 @@ def test_mcp_watch_keeps_the_served_index_fresh(tmp_path, shared_embedder):
     db = tmp_path / "w.db"
     with Indexer(db, embedder=shared_embedder) as ix:
         ix.index_paths([vault])
+    err = tmp_path / "server.err"
+
+    async def first_pass():
+        return any(": all notes · " in line for line in passes_logged(err))
 
     async def body(s):
-        await anyio.sleep(1.5)  # the watch is armed and has done its first pass
+        await until(first_pass, "the first pass in the server's log")  # armed: events now
         (vault / "b.md").write_text("# B\n\nBlueberries need acid soil.\n")
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            r = await s.call_tool("search", {"query": "blueberries acid soil", "mode": "bm25"})
-            if r.structured_content["hits"]:
-                return r
-            await anyio.sleep(0.2)
-        return r
 
-    result = session(db, body, "--watch", str(vault))
-    assert result.structured_content["hits"][0]["path"] == "b.md"
+        async def found():
+            r = await s.call_tool("search", {"query": "blueberries acid soil", "mode": "bm25"})
+            return r.structured_content["hits"]
+
+        return await until(found, "b.md searchable")
+
+    hits = session(db, body, "--watch", str(vault), errlog=err)
+    assert hits[0]["path"] == "b.md"
+    assert any(": b.md · 1 new" in line for line in passes_logged(err)), err.read_text()
+
+
+def test_mcp_watch_creates_a_new_index_and_serves_at_once(tmp_path):
+    """The README's Claude Code setup on day one: no index yet."""
+    vault = copy_tree(EXAMPLES, tmp_path / "notes")
+    db = tmp_path / "new.db"
+
+    async def body(s):
+        status = (await s.call_tool("status", {})).structured_content
+
+        async def found():
+            r = await s.call_tool("search", {"query": "sourdough starter", "mode": "bm25"})
+            return r.structured_content["hits"]
+
+        hits = await until(found, "the first batches committed", timeout=180)
+        return status, hits
+
+    status, hits = session(db, body, "--watch", str(vault))
+    assert status["schema"] == "4" and status["watch"]["running"] is True
+    assert hits[0]["path"] == "cooking/sourdough.md"
+
+
+def test_mcp_watch_migrates_an_older_index_first(tmp_path, shared_embedder):
+    from test_vault import _as_schema_three
+
+    vault = tmp_path / "v"
+    vault.mkdir()
+    (vault / "a.md").write_text("# A\n\nApples grow in the orchard. #fruit\n")
+    db = tmp_path / "old.db"
+    with Indexer(db, embedder=shared_embedder) as ix:
+        ix.index_paths([vault])
+    _as_schema_three(db)
+
+    async def body(s):
+        found = await s.call_tool("search", {"query": "apples orchard", "mode": "bm25"})
+
+        async def tagged():
+            r = await s.call_tool("search", {"query": "apples", "mode": "bm25", "tag": "fruit"})
+            return r.structured_content["hits"]  # filled by the first pass after migrating
+
+        return found, await until(tagged, "the tags filled"), await s.call_tool("status", {})
+
+    found, tagged, status = session(db, body, "--watch", str(vault))
+    assert not found.is_error and found.structured_content["hits"][0]["path"] == "a.md"
+    assert tagged[0]["path"] == "a.md" and status.structured_content["schema"] == "4"
+
+
+def test_status_reports_a_failing_watch(tmp_path, shared_embedder):
+    """The reader accepts an index another chunker built; the watch's writer cannot add
+    to it: every pass fails, and status says so (with the watch still running)."""
+    import sqlean
+
+    vault = tmp_path / "v"
+    vault.mkdir()
+    (vault / "a.md").write_text("# A\n\nApples grow in the orchard.\n")
+    db = tmp_path / "w.db"
+    with Indexer(db, embedder=shared_embedder) as ix:
+        ix.index_paths([vault])
+    conn = sqlean.connect(str(db))
+    conn.execute("UPDATE meta SET value = 'chunker0-other' WHERE key = 'chunker'")
+    conn.commit()
+    conn.close()
+
+    async def body(s):
+        async def failing():
+            watch = (await s.call_tool("status", {})).structured_content["watch"]
+            return watch if watch["failing"] else None
+
+        return await until(failing, "the watch reported failing")
+
+    watch = session(db, body, "--watch", str(vault))
+    assert watch["running"] is True and watch["passes"] == 0
+    failure = watch["failing"][str(vault)]
+    assert "chunker" in failure["error"] and failure["failures"] >= 1 and failure["since"]
+
+
+def test_a_dead_watch_is_logged_and_shown_in_status(examples_db, caplog, tmp_path):
+    import threading
+
+    from brainbot.serve import mcp
+    from brainbot.serve.watch import Watcher
+
+    watcher = Watcher([tmp_path], str(examples_db))
+
+    def broken():
+        raise RuntimeError("killed")  # as if run() had let something through
+
+    watcher.run = broken
+    thread = threading.Thread(target=mcp._watch, args=(watcher,))
+    thread.start()
+    thread.join()
+    assert "the watch stopped" in caplog.text and "RuntimeError: killed" in caplog.text
+    assert "the watch is no longer running" in caplog.text
+    service = mcp.Service(examples_db)
+    try:
+        service.watching = (watcher, thread)
+        assert service.status()["watch"]["running"] is False
+    finally:
+        service.searcher.close()
+
+
+def test_mcp_exit_stops_the_watch_between_transactions(tmp_path, shared_embedder):
+    """The client closes the session in the middle of the first pass: the server stops the
+    pass at its next transaction and closes the writer before leaving, so the last
+    connection to close checkpoints the WAL away (a writer killed by the exit would leave
+    it behind) and the index holds whole batches."""
+    import sqlean
+
+    vault = tmp_path / "v"
+    vault.mkdir()
+    for i in range(300):  # ~300 chunks to embed: several seconds of first pass
+        (vault / f"n{i:03}.md").write_text(f"# Note {i}\n\nLantern {i} hangs by gate "
+                                           f"{i * 7 % 101} of the walled garden.\n")
+    db = tmp_path / "w.db"
+    with Indexer(db, embedder=shared_embedder):  # an empty index, to watch into
+        pass
+
+    def generation() -> int:
+        if not db.exists():
+            return 0
+        conn = sqlean.connect(str(db))
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+            return int(row[0]) if row else 0
+        except sqlean.OperationalError:
+            return 0
+        finally:
+            conn.close()
+
+    async def body(s):
+        async def committed():
+            return generation() >= 1
+
+        await until(committed, "the first batch committed", timeout=120)
+        return generation()
+
+    err = tmp_path / "server.err"
+    at_close = session(db, body, "--watch", str(vault), errlog=err)
+    wal_left = Path(f"{db}-wal").exists()  # before any connection here checkpoints it
+    conn = sqlean.connect(str(db))
+    try:
+        documents = conn.execute("SELECT count(*) FROM documents").fetchone()[0]
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    finally:
+        conn.close()
+    assert documents < 300, "the pass ended before the client closed: nothing was tested"
+    assert not wal_left, err.read_text()
+    assert generation() >= at_close and "Traceback" not in err.read_text()
+
+
+def test_ask_is_open_world_when_a_key_may_send_notes_out(served, tmp_path):
+    db, _ = served
+
+    async def body(s):
+        return {t.name: t.annotations.open_world_hint for t in (await s.list_tools()).tools}
+
+    home = tmp_path / "home"  # no ~/.config/anthropic there
+    home.mkdir()
+    offline = session(db, body, env=server_env(HOME=str(home)))
+    keyed = session(db, body, env=server_env(HOME=str(home), ANTHROPIC_API_KEY="sk-ant-test",
+                                             ANTHROPIC_BASE_URL="http://127.0.0.1:9"))
+    assert offline == {"search": False, "get": False, "status": False, "ask": False}
+    assert keyed == {"search": False, "get": False, "status": False, "ask": True}
+
+
+def test_filter_arguments_through_the_server(tmp_path, shared_embedder):
+    """since, before, tag and linked_to reach the searcher as the CLI's flags do: the same
+    hits as the Searcher with the same filter; a bad date is a one-line tool error."""
+    from test_vault import VAULT
+
+    from brainbot.search.searcher import Searcher
+
+    db = tmp_path / "v.db"
+    with Indexer(db, embedder=shared_embedder) as ix:
+        ix.index_paths([VAULT])
+    cases = [({"tag": "project/heron"}, {"tags": ["project/heron"]}),
+             ({"since": "2026-02-01", "before": "2026-03-01"},
+              {"since": "2026-02-01", "before": "2026-03-01"}),
+             ({"linked_to": "Heron"}, {"linked_to": "Heron"}),
+             ({"path": "daily/*", "tag": "travel"}, {"path_glob": "daily/*", "tags": ["travel"]})]
+
+    async def body(s):
+        out = []
+        for args, _ in cases:
+            r = await s.call_tool("search", {"query": "heron travel plan", "mode": "bm25",
+                                             "k": 50, **args})
+            out.append([h["chunk_id"] for h in r.structured_content["hits"]])
+        bad = await s.call_tool("search", {"query": "heron", "since": "3000y"})
+        return out, bad
+
+    got, bad = session(db, body)
+    with Searcher(db, embedder=shared_embedder) as searcher:
+        for (_, kwargs), ids in zip(cases, got, strict=True):
+            want = [h.chunk_id for h in searcher.search("heron travel plan", 50, mode="bm25",
+                                                        **kwargs)]
+            assert ids == want and ids, kwargs
+    text = bad.content[0].text
+    assert bad.is_error and "YYYY-MM-DD" in text and "\n" not in text, text

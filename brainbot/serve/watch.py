@@ -119,6 +119,20 @@ class Watcher:
         self._seen: set[Path] = set()  # roots seen here: their notes are ours to forget
         self._missing_since: dict[Path, float] = {}
 
+    def share(self, embedder) -> None:
+        """Index with ``embedder`` (the server's searcher's: one ONNX session)."""
+        self.embedder, self.precision = embedder, getattr(embedder, "precision", None)
+
+    def prepare(self) -> None:
+        """Create or migrate the index, as a writer does when it opens one, waiting while
+        another writer holds it."""
+        while not self.stop.is_set():
+            try:
+                with self._indexer():
+                    return
+            except StoreBusyError:
+                self.stop.wait(BUSY_RETRY_S)
+
     def run(self) -> None:
         """Index everything once, then each batch of changes, until stopped. Whatever
         goes wrong is reported and retried after a back-off; only ``stop`` ends it."""
