@@ -41,11 +41,6 @@ def mostly_cjk(text: str) -> bool:
     return cjk_share(text) >= CJK_MIN_SHARE
 
 
-def non_english_share(texts) -> float:
-    texts = list(texts)
-    return sum(not looks_english(t) for t in texts) / len(texts) if texts else 0.0
-
-
 def looks_english(text: str) -> bool:
     """False for text mostly in CJK scripts, or Latin text with few English words."""
     if mostly_cjk(text):

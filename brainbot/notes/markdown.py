@@ -50,9 +50,6 @@ class ParsedNote:
     front_matter_error: str | None = None
     line_starts: list[int] = field(default_factory=list, repr=False)
 
-    def block_text(self, block: Block) -> str:
-        return self.text[block.start_char : block.end_char]
-
 
 # --- line classifiers: each looks at one line, anchored, linear ---------------------------
 
