@@ -250,3 +250,30 @@ def test_migration_fills_links_tags_and_dates_without_re_embedding(tmp_path, sha
     os.utime(vault / "inbox.md")  # a later run is an ordinary incremental one
     with Indexer(db, embedder=counting) as ix:
         assert ix.index_paths([vault]).unchanged == NOTES and not ix.refreshing
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_a_tag_too_long_to_keep_is_dropped_with_a_warning(store, request, tmp_path,
+                                                           shared_embedder):
+    """A 3,000-character tag (past Postgres's btree row limit) failed the whole batch on
+    Postgres; it is dropped with a warning on both stores and the rest is indexed."""
+    db = (request.getfixturevalue("pg_server").fresh_database("bb_vault_long_tags")
+          if store == "postgres" else tmp_path / "t.db")
+    vault = tmp_path / "v"
+    vault.mkdir()
+    import random
+    import string
+
+    rng = random.Random(20)  # letters and digits at random: nothing for TOAST to compress
+    blob = "".join(rng.choice(string.ascii_lowercase + string.digits) for _ in range(3000))
+    (vault / "long.md").write_text(f"---\ntags: [ok, {blob}y]\n---\n# Long\n\nA pasted "
+                                   f"blob #{blob}z and a #short tag.\n", encoding="utf-8")
+    (vault / "other.md").write_text("# Other\n\nNothing odd here. #ok\n", encoding="utf-8")
+    with Indexer(db, embedder=shared_embedder) as ix:
+        stats = ix.index_paths([vault])
+    assert stats.new == 2
+    warned = [w.reason for w in stats.warnings if w.path == "long.md"]
+    assert len(warned) == 2 and all("3,001 characters" in w and "dropped" in w for w in warned)
+    with open_store(db) as store:
+        assert store.tag_counts() == {"ok": 2, "short": 1}
+        assert "longer than 100" in json.dumps(store.documents()[0].warnings)

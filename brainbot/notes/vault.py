@@ -11,7 +11,7 @@ with what was written; when several notes share a name, the one in the linking n
 folder, then the shortest path. A markdown link is relative to the linking note.
 
 Tags: front matter ``tags:`` (a list or a string) and inline ``#tag`` / ``#nested/tag``,
-lowercased, once per note. A note's date: front matter ``date``, ``created`` or
+lowercased, once per note; one longer than MAX_TAG_CHARS is dropped with a warning. A note's date: front matter ``date``, ``created`` or
 ``updated``, else ``YYYY-MM-DD`` in its file name, else the file's mtime (local time).
 
 This module reads notes; it does not store or search anything.
@@ -30,6 +30,11 @@ from .files import EXTENSIONS
 from .inline import ATTACHMENTS, InlineMarkup, Link, WikiLink
 
 DATE_KEYS = ("date", "created", "updated")
+# Tags longer than this are dropped with a warning: real tags are words or short paths
+# (the longest in examples/vault has 17 characters), while a tag past Postgres's btree
+# row limit (~2.7 kB) fails the tags index and with it every write of the batch. A
+# hostile or broken note (a base64 blob after a "#") must not block the index.
+MAX_TAG_CHARS = 100
 _FILE_DATE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
 _ISO_DATE = re.compile(r"^\s*(\d{4})-(\d{2})-(\d{2})")
 _SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*:", re.I)
@@ -53,11 +58,14 @@ class NoteFacts:
     tags: dict[str, str]  # tag -> front_matter | inline | both
     date: str  # YYYY-MM-DD
     date_source: str  # front_matter | filename | mtime
+    warnings: tuple[str, ...] = ()  # what was dropped (a tag too long to keep)
 
 
 def facts(parsed, markup: InlineMarkup, chunks, relpath: str, mtime_ns: int) -> NoteFacts:
-    return NoteFacts(tuple(note_links(markup, parsed, chunks)), note_tags(parsed, markup),
-                     *note_date(parsed.front_matter, relpath, mtime_ns))
+    warnings: list[str] = []
+    tags = note_tags(parsed, markup, warnings)
+    return NoteFacts(tuple(note_links(markup, parsed, chunks)), tags,
+                     *note_date(parsed.front_matter, relpath, mtime_ns), tuple(warnings))
 
 
 # -- links -------------------------------------------------------------------------------
@@ -174,16 +182,26 @@ def normal_tag(tag: str) -> str:
     return tag.strip().lstrip("#").strip("/").lower()
 
 
-def note_tags(parsed, markup: InlineMarkup) -> dict[str, str]:
+def note_tags(parsed, markup: InlineMarkup, warnings: list[str] | None = None
+              ) -> dict[str, str]:
+    """tag -> front_matter | inline | both; a dropped tag adds a line to ``warnings``."""
     out: dict[str, str] = {}
     for tag in _front_tags(parsed.front_matter):
-        if normal_tag(tag):
-            out[normal_tag(tag)] = "front_matter"
+        if _kept(name := normal_tag(tag), warnings):
+            out[name] = "front_matter"
     for tag in markup.tags:
-        name = normal_tag(tag.name)
-        if name:
+        if _kept(name := normal_tag(tag.name), warnings):
             out[name] = "both" if out.get(name) in ("front_matter", "both") else "inline"
     return out
+
+
+def _kept(name: str, warnings: list[str] | None) -> bool:
+    if len(name) <= MAX_TAG_CHARS:
+        return bool(name)
+    if warnings is not None:
+        warnings.append(f"tag #{name[:24]}… ({len(name):,} characters) is longer than "
+                        f"{MAX_TAG_CHARS}; dropped")
+    return False
 
 
 # -- dates ---------------------------------------------------------------------------------

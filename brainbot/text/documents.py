@@ -113,6 +113,7 @@ def chunk(doc: Document, counter, params=None) -> Chunked:
     if parsed.front_matter_error:
         extra = (f"{parsed.front_matter_error}; its title, tags and date are ignored",)
     found = facts(parsed, markup, chunks, doc.relpath, doc.mtime_ns) if doc.on_disk else None
+    extra += found.warnings if found else ()
     return Chunked(doc, parsed, chunks, doc.warnings + extra, found)
 
 
