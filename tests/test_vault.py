@@ -277,3 +277,31 @@ def test_a_tag_too_long_to_keep_is_dropped_with_a_warning(store, request, tmp_pa
     with open_store(db) as store:
         assert store.tag_counts() == {"ok": 2, "short": 1}
         assert "longer than 100" in json.dumps(store.documents()[0].warnings)
+
+
+@pytest.mark.parametrize("zone, evening_in_la, naive", [
+    ("UTC0", "2026-01-06", "2026-01-05"), ("PST8", "2026-01-05", "2026-01-05"),
+    ("JST-9", "2026-01-06", "2026-01-05")])
+def test_dates_are_local_to_the_indexing_machine(zone, evening_in_la, naive, monkeypatch):
+    """One meaning of local time: a front-matter date-time with an offset counts on the
+    local date it falls on, as an mtime does; without an offset it counts as written."""
+    import time
+
+    from brainbot.notes.markdown import parse
+    from brainbot.notes.vault import note_date
+
+    monkeypatch.setenv("TZ", zone)
+    time.tzset()
+    try:
+        def dated(value: str) -> str:
+            return note_date(parse(f"---\ndate: {value}\n---\nx\n").front_matter, "x.md", 0)[0]
+
+        assert dated("2026-01-05T23:30:00-08:00") == evening_in_la  # YAML's timestamp
+        assert dated('"2026-01-05 23:30:00-08:00"') == evening_in_la  # quoted: a string
+        assert dated("2026-01-05T23:30:00") == naive == dated("2026-01-05T23:30")
+        assert dated("2026-01-05") == "2026-01-05"
+        mtime = int(dt.datetime(2026, 1, 6, 7, 30, tzinfo=dt.timezone.utc).timestamp() * 1e9)
+        assert note_date({}, "x.md", mtime)[0] == evening_in_la  # 23:30 the day before in LA
+    finally:
+        monkeypatch.undo()
+        time.tzset()

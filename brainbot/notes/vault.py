@@ -11,8 +11,11 @@ with what was written; when several notes share a name, the one in the linking n
 folder, then the shortest path. A markdown link is relative to the linking note.
 
 Tags: front matter ``tags:`` (a list or a string) and inline ``#tag`` / ``#nested/tag``,
-lowercased, once per note; one longer than MAX_TAG_CHARS is dropped with a warning. A note's date: front matter ``date``, ``created`` or
-``updated``, else ``YYYY-MM-DD`` in its file name, else the file's mtime (local time).
+lowercased, once per note; one longer than MAX_TAG_CHARS is dropped with a warning. A
+note's date: front matter ``date``, ``created`` or ``updated``, else ``YYYY-MM-DD`` in its
+file name, else the file's mtime. Dates are local: an mtime, and a front-matter date-time
+with a UTC offset (``2026-01-05T23:30:00-08:00``), count on the date they fall on in the
+indexing machine's time zone; a date, or a date-time without an offset, counts as written.
 
 This module reads notes; it does not store or search anything.
 """
@@ -37,6 +40,7 @@ DATE_KEYS = ("date", "created", "updated")
 MAX_TAG_CHARS = 100
 _FILE_DATE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
 _ISO_DATE = re.compile(r"^\s*(\d{4})-(\d{2})-(\d{2})")
+_OFFSET = re.compile(r"\d[T ]\d{2}:\d{2}.*(Z|[+-]\d{2}:?\d{2})\s*$", re.I)
 _SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*:", re.I)
 
 
@@ -207,13 +211,25 @@ def _kept(name: str, warnings: list[str] | None) -> bool:
 # -- dates ---------------------------------------------------------------------------------
 def _as_date(value) -> str | None:
     if isinstance(value, dt.datetime):
-        return value.date().isoformat()
+        return (value.astimezone() if value.tzinfo else value).date().isoformat()
     if isinstance(value, dt.date):
         return value.isoformat()
     m = _ISO_DATE.match(str(value)) if isinstance(value, str) else None
     if m and _valid(*m.groups()):
-        return "-".join(m.groups())
+        return _local(value) or "-".join(m.groups())
     return None
+
+
+def _local(value: str) -> str | None:
+    """The local date of an ISO date-time with a UTC offset (front matter reaches here as
+    JSON text: YAML's date-times are written back with isoformat()); None for any other."""
+    if not _OFFSET.search(value):
+        return None
+    try:
+        when = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when.astimezone().date().isoformat() if when.tzinfo else None
 
 
 def _valid(y: str, m: str, d: str) -> bool:
