@@ -68,6 +68,18 @@ def test_language_check():
     assert not looks_english(german)
 
 
+def test_jamo_halfwidth_kana_and_ext_b_are_cjk():
+    """Compatibility jamo (ㅋㅋ), halfwidth katakana and Ext B ideographs (𠮷) are CJK to
+    both the script check and the analyzer (one range constant): bigrammed with their
+    neighbours, and halfwidth kana folded to match fullwidth text."""
+    assert lexical.analyze("ㅋㅋ 웃겨") == ["ㅋ", "ㅋㅋ", "ㅋ", "웃", "웃겨", "겨"]
+    assert lexical.analyze("ｶﾞｲﾄﾞﾌﾞｯｸ") == lexical.analyze("ガイドブック")
+    assert lexical.analyze("𠮷野家で") == ["𠮷", "𠮷野", "野", "野家", "家", "家で", "で"]
+    assert lexical.analyze("ᄒᆞᆫ") == ["ᄒ", "ᄒᆞ", "ᆞ", "ᆞᆫ", "ᆫ"]  # conjoining jamo
+    for text in ("ㅋㅋㅋ", "ｶﾀｶﾅ", "𠮷野家", "ᄒᆞᆫ글"):
+        assert mostly_cjk(text) and not looks_english(text), text
+
+
 @pytest.fixture(scope="module")
 def cjk_db(tmp_path_factory, shared_embedder):
     from conftest import REPO

@@ -13,7 +13,16 @@ from __future__ import annotations
 
 import re
 
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
+# The characters of Chinese, Japanese and Korean writing, as a regex class body: the one
+# definition that the script check here and the BM25 analyzer (text/lexical.py) share.
+# Hangul Jamo, compatibility jamo (ㅋㅋ) and their extensions; kana and the katakana
+# phonetic extensions; CJK ideographs (Ext A, the URO, the compatibility block, and planes
+# 2-3: Ext B-H, such as 𠮷); Hangul syllables; halfwidth katakana and Hangul (ｶﾀｶﾅ,
+# which the analyzer folds to fullwidth first, with NFKC).
+CJK_RANGES = ("\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf"
+              "\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\uff66-\uffdc"
+              "\U00020000-\U0003ffff")
+_CJK = re.compile(f"[{CJK_RANGES}]")
 _LETTER = re.compile(r"[^\W\d_]")
 _WORD = re.compile(r"[a-z']+")
 # The 40 commonest English words (function words). Their share of a chunk's words,

@@ -1,7 +1,8 @@
 """The BM25 side: the analyzer, postings rows, and query-time CSR assembly.
 
-The analyzer lowercases, splits on unicode word characters (CJK ideographs and kana
-become one token each, since they are not space-separated), drops English stop words,
+The analyzer lowercases, splits on unicode word characters (a run of CJK characters,
+``notes/language.CJK_RANGES``, becomes its characters and bigrams, since such text is not
+space-separated), drops English stop words,
 folds accented Latin letters to ASCII and applies the Porter stemmer: the same pipeline as Lucene's EnglishAnalyzer, which is
 what Pyserini's BM25 baselines use. Whether stemming and stop words help is settled by
 ``brainbot eval`` (see README, "Retrieval quality").
@@ -20,6 +21,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from brainbot.notes.language import CJK_RANGES
+
 from .stemmer import stem
 
 # Lucene's defaults, k1=1.2 and b=0.75. Pyserini's BEIR baselines use k1=0.9, b=0.4, but
@@ -29,7 +32,10 @@ BM25_K1 = 1.2
 BM25_B = 0.75
 # Tokens longer than this are hashes, base64 or URLs glued together: never useful terms.
 MAX_TERM_CHARS = 40
-ANALYZER_VERSION = "en-porter-stop-fold-cjk12-v3"
+# v4: the CJK ranges widened (language.CJK_RANGES: jamo, halfwidth forms, Ext B+), so a
+# text holding those characters gets other terms; no text of examples/, the shared corpora
+# or NFCorpus holds one (checked: 1,305 files), so their terms are those of v3.
+ANALYZER_VERSION = "en-porter-stop-fold-cjk12-v4"
 
 # Lucene's EnglishAnalyzer stop set (ENGLISH_STOP_WORDS_SET), 33 words.
 STOP_WORDS = frozenset(
@@ -37,9 +43,12 @@ STOP_WORDS = frozenset(
     "their then there these they this to was will with".split()
 )
 
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
-_TOKEN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+")
-_CJK_RUN = re.compile(rf"[{_CJK}]")
+_TOKEN = re.compile(f"[{CJK_RANGES}]+|[^\\W_{CJK_RANGES}]+")
+_CJK_RUN = re.compile(f"[{CJK_RANGES}]")
+# Halfwidth katakana and Hangul (U+FF61-U+FFDC) are folded to their fullwidth forms
+# (NFKC: "ｶﾞ" -> "ガ"), so that they match what most text writes; nothing else is
+# normalised, which keeps every other text's terms as they were.
+_HALFWIDTH = re.compile("[\uff61-\uffdc]+")
 # CJK text is not split by spaces (Korean is, by word, but its words are runs of several
 # syllables), so a run of CJK characters is cut into n-grams: 1 = single characters
 # (which match almost everything), 2 = overlapping bigrams, (1, 2) = both, as Lucene's
@@ -84,6 +93,8 @@ def cjk_grams(run: str, sizes: tuple[int, ...] | None = None) -> list[str]:
 def analyze(text: str) -> list[str]:
     """Text to index terms, in order (repeats kept)."""
     out = []
+    if _HALFWIDTH.search(text):
+        text = _HALFWIDTH.sub(lambda m: unicodedata.normalize("NFKC", m.group()), text)
     for token in _TOKEN.findall(text.lower()):
         if _CJK_RUN.match(token):
             out.extend(cjk_grams(token))
