@@ -8,7 +8,7 @@ from __future__ import annotations
 import anyio
 import pytest
 from pg_kit import store_snapshot
-from test_mcp import session
+from test_mcp import session, until
 from test_watch import Running, wait_until
 
 from brainbot.index.copying import copy_index
@@ -63,3 +63,18 @@ def test_mcp_searches_postgres_and_sees_another_writer(pg_server, examples_db, t
     assert after.structured_content["hits"][0]["path"] == "zeppelins.md"
     assert status.structured_content["documents"] == 33
     assert "Traceback" not in err.read_text()
+
+
+def test_mcp_watch_creates_the_index_in_an_empty_postgres_database(pg_server, vault):
+    url = pg_server.fresh_database("bb_pg_mcp_day_one")
+
+    async def body(s):
+        async def found():
+            r = await s.call_tool("search", {"query": "tomatoes full sun", "mode": "bm25"})
+            return r.structured_content["hits"]
+
+        return await until(found, "the first pass committed"), await s.call_tool("status", {})
+
+    hits, status = session(url, body, "--watch", str(vault))
+    assert hits[0]["path"] == "sub/beta.md"
+    assert status.structured_content["watch"]["running"] is True
