@@ -137,22 +137,8 @@ def discover(root: Path, *, follow_outside: bool = False) -> Discovery:
             continue
         seen_dirs.add(key)
         rel_dir = here.relative_to(root)
-        kept = []
-        for name in sorted(dirnames):
-            sub = here / name
-            rel = (rel_dir / name).as_posix()
-            if name.startswith("."):
-                continue
-            if spec is not None and spec.match_file(rel + "/"):
-                continue
-            if undecodable(name):
-                found.problems.append(_not_utf8(rel, "folder"))
-                continue
-            if sub.is_symlink() and not follow_outside and not _inside(sub, root_real):
-                found.problems.append(Problem(rel, "symlink leads outside the indexed folder"))
-                continue
-            kept.append(name)
-        dirnames[:] = kept
+        dirnames[:] = [name for name in sorted(dirnames) if _descend(
+            found, spec, here / name, (rel_dir / name).as_posix(), root_real, follow_outside)]
         for name in filenames:
             if not name.lower().endswith(EXTENSIONS) or name.startswith("."):
                 continue
@@ -165,6 +151,21 @@ def discover(root: Path, *, follow_outside: bool = False) -> Discovery:
             _add_file(found, root, root_real, here / name, rel, follow_outside)
     found.files.sort(key=lambda f: f.relpath)
     return found
+
+
+def _descend(found: Discovery, spec, sub: Path, rel: str, root_real: Path,
+             follow_outside: bool) -> bool:
+    """Whether discovery walks into the folder ``sub``: not hidden, not ignored, named in
+    UTF-8 and (a symlink) inside the root; what is refused for a reason is reported."""
+    if sub.name.startswith(".") or (spec is not None and spec.match_file(rel + "/")):
+        return False
+    if undecodable(sub.name):
+        found.problems.append(_not_utf8(rel, "folder"))
+        return False
+    if sub.is_symlink() and not follow_outside and not _inside(sub, root_real):
+        found.problems.append(Problem(rel, "symlink leads outside the indexed folder"))
+        return False
+    return True
 
 
 def _add_file(found: Discovery, root: Path, root_real: Path, path: Path, rel: str,

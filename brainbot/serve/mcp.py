@@ -113,22 +113,27 @@ class Service:
         return ask(question, db=self.db, searcher=self.searcher).to_dict()
 
 
-def build(service: Service):
-    """The MCPServer with its four read-only tools. `ask` is open-world when a key may
-    let it send the question and passages of the notes to the Anthropic API (clients
-    use the hint to decide what to approve); the other tools never leave the machine."""
-    from mcp.server.mcpserver import MCPServer
+def _read_only(open_world: bool = False):
+    """Every tool only reads. `ask` is open-world when a key may let it send the question
+    and passages of the notes to the Anthropic API (clients use the hint to decide what
+    to approve); the other tools never leave the machine."""
     from mcp.types import ToolAnnotations
+
+    return ToolAnnotations(read_only_hint=True, destructive_hint=False,
+                           idempotent_hint=True, open_world_hint=open_world)
+
+
+def build(service: Service):
+    """The MCPServer with its four read-only tools."""
+    from mcp.server.mcpserver import MCPServer
 
     from brainbot.model.claude import may_have_credentials
 
     server = MCPServer("brainbot", instructions=INSTRUCTIONS)
 
     def tool(fn, open_world: bool = False):
-        annotations = ToolAnnotations(read_only_hint=True, destructive_hint=False,
-                                      idempotent_hint=True, open_world_hint=open_world)
         return server.tool(description=inspect.cleandoc(fn.__doc__),
-                           annotations=annotations)(fn)
+                           annotations=_read_only(open_world))(fn)
 
     @tool
     def search(
