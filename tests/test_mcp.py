@@ -186,13 +186,28 @@ def passes_logged(err: Path) -> list[str]:
     return [line for line in err.read_text().splitlines() if " · " in line]
 
 
-def test_mcp_watch_keeps_the_served_index_fresh(tmp_path, shared_embedder):
+def hits_for(s, query: str, **args):
+    """A coroutine function for ``until``: the bm25 hits of ``query`` (empty: not yet)."""
+    async def hits():
+        r = await s.call_tool("search", {"query": query, "mode": "bm25", **args})
+        return r.structured_content["hits"]
+
+    return hits
+
+
+def one_note_index(tmp_path: Path, embedder, text: str = "Apples grow in the orchard."):
+    """A folder holding a.md and the index of it."""
     vault = tmp_path / "v"
     vault.mkdir()
-    (vault / "a.md").write_text("# A\n\nApples grow in the orchard.\n")
+    (vault / "a.md").write_text(f"# A\n\n{text}\n")
     db = tmp_path / "w.db"
-    with Indexer(db, embedder=shared_embedder) as ix:
+    with Indexer(db, embedder=embedder) as ix:
         ix.index_paths([vault])
+    return vault, db
+
+
+def test_mcp_watch_keeps_the_served_index_fresh(tmp_path, shared_embedder):
+    vault, db = one_note_index(tmp_path, shared_embedder)
     err = tmp_path / "server.err"
 
     async def first_pass():
@@ -201,12 +216,7 @@ def test_mcp_watch_keeps_the_served_index_fresh(tmp_path, shared_embedder):
     async def body(s):
         await until(first_pass, "the first pass in the server's log")  # armed: events now
         (vault / "b.md").write_text("# B\n\nBlueberries need acid soil.\n")
-
-        async def found():
-            r = await s.call_tool("search", {"query": "blueberries acid soil", "mode": "bm25"})
-            return r.structured_content["hits"]
-
-        return await until(found, "b.md searchable")
+        return await until(hits_for(s, "blueberries acid soil"), "b.md searchable")
 
     hits = session(db, body, "--watch", str(vault), errlog=err)
     assert hits[0]["path"] == "b.md"
@@ -220,12 +230,8 @@ def test_mcp_watch_creates_a_new_index_and_serves_at_once(tmp_path):
 
     async def body(s):
         status = (await s.call_tool("status", {})).structured_content
-
-        async def found():
-            r = await s.call_tool("search", {"query": "sourdough starter", "mode": "bm25"})
-            return r.structured_content["hits"]
-
-        hits = await until(found, "the first batches committed", timeout=180)
+        hits = await until(hits_for(s, "sourdough starter"), "the first batches committed",
+                           timeout=180)
         return status, hits
 
     status, hits = session(db, body, "--watch", str(vault))
@@ -236,22 +242,14 @@ def test_mcp_watch_creates_a_new_index_and_serves_at_once(tmp_path):
 def test_mcp_watch_migrates_an_older_index_first(tmp_path, shared_embedder):
     from test_vault import _as_schema_three
 
-    vault = tmp_path / "v"
-    vault.mkdir()
-    (vault / "a.md").write_text("# A\n\nApples grow in the orchard. #fruit\n")
-    db = tmp_path / "old.db"
-    with Indexer(db, embedder=shared_embedder) as ix:
-        ix.index_paths([vault])
+    vault, db = one_note_index(tmp_path, shared_embedder, "Apples grow in the orchard. #fruit")
     _as_schema_three(db)
 
     async def body(s):
         found = await s.call_tool("search", {"query": "apples orchard", "mode": "bm25"})
-
-        async def tagged():
-            r = await s.call_tool("search", {"query": "apples", "mode": "bm25", "tag": "fruit"})
-            return r.structured_content["hits"]  # filled by the first pass after migrating
-
-        return found, await until(tagged, "the tags filled"), await s.call_tool("status", {})
+        tagged = await until(hits_for(s, "apples", tag="fruit"),  # the first pass fills them
+                             "the tags filled")
+        return found, tagged, await s.call_tool("status", {})
 
     found, tagged, status = session(db, body, "--watch", str(vault))
     assert not found.is_error and found.structured_content["hits"][0]["path"] == "a.md"
@@ -263,12 +261,7 @@ def test_status_reports_a_failing_watch(tmp_path, shared_embedder):
     to it: every pass fails, and status says so (with the watch still running)."""
     import sqlean
 
-    vault = tmp_path / "v"
-    vault.mkdir()
-    (vault / "a.md").write_text("# A\n\nApples grow in the orchard.\n")
-    db = tmp_path / "w.db"
-    with Indexer(db, embedder=shared_embedder) as ix:
-        ix.index_paths([vault])
+    vault, db = one_note_index(tmp_path, shared_embedder)
     conn = sqlean.connect(str(db))
     conn.execute("UPDATE meta SET value = 'chunker0-other' WHERE key = 'chunker'")
     conn.commit()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import anyio
 import pytest
 from pg_kit import store_snapshot
-from test_mcp import session, until
+from test_mcp import hits_for, session, until
 from test_watch import Running, wait_until
 
 from brainbot.index.copying import copy_index
@@ -69,11 +69,8 @@ def test_mcp_watch_creates_the_index_in_an_empty_postgres_database(pg_server, va
     url = pg_server.fresh_database("bb_pg_mcp_day_one")
 
     async def body(s):
-        async def found():
-            r = await s.call_tool("search", {"query": "tomatoes full sun", "mode": "bm25"})
-            return r.structured_content["hits"]
-
-        return await until(found, "the first pass committed"), await s.call_tool("status", {})
+        hits = await until(hits_for(s, "tomatoes full sun"), "the first pass committed")
+        return hits, await s.call_tool("status", {})
 
     hits, status = session(url, body, "--watch", str(vault))
     assert hits[0]["path"] == "sub/beta.md"
