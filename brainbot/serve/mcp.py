@@ -226,13 +226,15 @@ def _open(db, watcher) -> Service:
     """The reader. With a watcher, an index that is missing or needs a migration is first
     created or migrated by its writer, which the reader would otherwise refuse."""
     from brainbot.errors import NoIndexError, OlderSchemaError
+    from brainbot.store.target import public_target
 
     try:
         return Service(db)
     except (NoIndexError, OlderSchemaError) as exc:
         if watcher is None:
             raise
-        log.info("%s: the watch creates or migrates it first", exc.__class__.__name__)
+        what = "no index yet" if isinstance(exc, NoIndexError) else "an older index schema"
+        log.info("%s: %s; the watch creates or migrates it first", public_target(db), what)
     watcher.prepare()
     return Service(db, embedder=watcher.embedder)
 

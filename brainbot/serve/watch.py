@@ -148,10 +148,10 @@ class Watcher:
                     failures = 0
                 return
             except Exception as exc:  # noqa: BLE001 - the OS watcher: re-armed, full passes
-                failures += 1
+                failures += 1  # its message says it all (a Latin-1 name): no traceback
                 self._report(PassReport(", ".join(map(str, self.roots)), None, IndexStats(),
                                         0.0, f"watching failed ({_describe(exc)}); "
-                                        "watching again with a full pass"), exc)
+                                        "watching again with a full pass"))
                 self.stop.wait(_backoff(failures))
 
     def _run(self, batch: Batch) -> None:
