@@ -46,7 +46,9 @@ def cmd_index(args) -> int:
     from brainbot.index.indexer import Indexer, progress_printer
 
     with Indexer(args.db, precision=args.precision, rebuild=args.rebuild,
-                 progress=None if args.json else progress_printer()) as ix:
+                 progress=None if args.json else progress_printer(),
+                 embed=not args.no_embed,
+                 embed_progress=None if args.json else progress_printer(unit="chunk")) as ix:
         stats = ix.index_paths(args.paths)
     if args.json:
         _emit_json(stats.to_dict())
@@ -58,7 +60,18 @@ def cmd_index(args) -> int:
         if stats.language_note:
             _warn(f"note: {stats.language_note}")
         print(stats.summary())
+        print(_phase_line(stats), file=sys.stderr)
     return 0
+
+
+def _phase_line(stats) -> str:
+    """The one line the index ends with: how far the semantic phase got."""
+    if stats.partial:
+        return (f"brainbot: lexical phase done in {stats.lexical_seconds:.1f} s; "
+                f"{stats.embedded_line()}: run `brainbot index` again (or `watch`) to embed "
+                "the rest")
+    return (f"brainbot: semantic phase done: {stats.embedded:,} embedded in "
+            f"{stats.embed_seconds:.1f} s, {stats.embedded_line()}")
 
 
 def cmd_query(args) -> int:
@@ -362,6 +375,9 @@ def _add_index(sub) -> None:
     p.add_argument("--rebuild", action="store_true", help="start the database from scratch")
     p.add_argument("--precision", choices=["fp32", "int8"], default="fp32",
                    help="embedding precision (int8 is measured in the README)")
+    p.add_argument("--no-embed", action="store_true",
+                   help="stop after the lexical phase (BM25, links, tags, filters); a later "
+                        "index or watch embeds the chunks")
     p.set_defaults(func=cmd_index)
 
 
