@@ -108,9 +108,13 @@ def cmd_get(args) -> int:
     from .render import printable
 
     with open_store(args.db) as store:
-        lines = get_lines(store, args.target)
+        reading = get_lines(store, args.target)
         backlinks = backlinks_of(store, args.target)
-    for number, line in lines:
+    if reading.stale:
+        print(printable(f"note: {reading.path} changed on disk since it was indexed; "
+                        "these are its current lines (run `brainbot index` to catch up)"),
+              file=sys.stderr)
+    for number, line in reading.lines:
         print(printable(f"{number:>6}  {line}", keep_newlines=True))
     if backlinks:
         print("\nBacklinks:")
@@ -323,6 +327,12 @@ def cmd_mcp(args) -> int:
     return serve(args.db, args.watch)
 
 
+def cmd_serve(args) -> int:
+    from brainbot.serve.http import serve
+
+    return serve(args.db, args.watch, host=args.host, port=args.port, token=args.token)
+
+
 def cmd_model(args) -> int:
     from brainbot.model import files as model
 
@@ -510,6 +520,21 @@ def _add_mcp(sub) -> None:
     p.set_defaults(func=cmd_mcp)
 
 
+def _add_serve(sub) -> None:
+    p = sub.add_parser("serve", help="one warm daemon: MCP over HTTP, a JSON API and a page",
+                       epilog="Example: brainbot serve --db ~/notes.db --watch ~/notes "
+                              "(then open http://127.0.0.1:8765/)")
+    _db_option(p)
+    p.add_argument("--watch", nargs="+", metavar="PATH",
+                   help="also keep the index fresh from these folders")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (default 127.0.0.1; others need --token)")
+    p.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    p.add_argument("--token", default=None,
+                   help="require Authorization: Bearer TOKEN on every request")
+    p.set_defaults(func=cmd_serve)
+
+
 def _add_model(sub) -> None:
     p = sub.add_parser("model", help="get, export or show the embedding model",
                        epilog="Example: brainbot model pull")
@@ -533,8 +558,8 @@ def _add_copy(sub) -> None:
 
 
 COMMANDS = (_add_index, _add_query, _add_get, _add_links_and_tags, _add_chunks, _add_report,
-            _add_status_and_doctor, _add_eval, _add_ask, _add_watch, _add_mcp, _add_model,
-            _add_copy)
+            _add_status_and_doctor, _add_eval, _add_ask, _add_watch, _add_mcp, _add_serve,
+            _add_model, _add_copy)
 
 
 def build_parser() -> argparse.ArgumentParser:

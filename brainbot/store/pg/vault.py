@@ -98,17 +98,17 @@ class PgVault:
                                 "FROM chunks").fetchone()
         return int(row[0]), int(row[1])
 
-    def find_note(self, note: str) -> DocumentRow:
-        """A note named by path or like a wikilink; NotFoundError when none is."""
+    def find_note(self, note: str):
+        """A note named by path or like a wikilink (or ROOT::NAME), resolved in each indexed
+        folder; NotFoundError when none has it, InputError when several do."""
         from brainbot.errors import NotFoundError
-        from brainbot.notes.vault import Resolver
+        from brainbot.notes.vault import find_in_roots
 
-        paths = [r[0] for r in self.conn.execute(
-            "SELECT path FROM documents WHERE kind = 'note'")]
-        found = Resolver(paths).note(note.strip())
+        found = find_in_roots(self.conn.execute(
+            "SELECT root, path FROM documents WHERE kind = 'note'").fetchall(), note)
         if found is None:
             raise NotFoundError(f"no note named {note!r} in this index")
-        return self.document(found)
+        return next(d for d in self.documents_at(found[1]) if d.root == found[0])
 
     # -- filters -------------------------------------------------------------------------------
     def filtered_documents(self, flt: Filter) -> list[int]:

@@ -446,6 +446,13 @@ class SQLiteStore(VaultTables):
         return document_row(row) if row else None
 
     @_translated
+    def documents_at(self, path: str) -> list[DocumentRow]:
+        """The documents at ``path`` under each indexed folder that has one."""
+        return [document_row(r) for r in self.db.execute(
+            f"SELECT {DOC_COLUMNS} FROM documents d WHERE d.path = ? ORDER BY d.root",
+            (path,))]
+
+    @_translated
     def documents(self) -> list[DocumentRow]:
         return [document_row(r) for r in self.db.execute(
             f"SELECT {DOC_COLUMNS} FROM documents d ORDER BY d.root, d.path")]

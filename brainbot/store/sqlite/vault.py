@@ -123,15 +123,16 @@ class VaultTables:
         return {r[0] for r in rows} - {target}
 
     def find_note(self, note: str):
-        """A note named by path or like a wikilink; NotFoundError when none is."""
+        """A note named by path or like a wikilink (or ROOT::NAME), resolved in each indexed
+        folder; NotFoundError when none has it, InputError when several do."""
         from brainbot.errors import NotFoundError
-        from brainbot.notes.vault import Resolver
+        from brainbot.notes.vault import find_in_roots
 
-        paths = [r[0] for r in self.db.execute("SELECT path FROM documents WHERE kind = 'note'")]
-        found = Resolver(paths).note(note.strip())
+        found = find_in_roots(self.db.execute(
+            "SELECT root, path FROM documents WHERE kind = 'note'").fetchall(), note)
         if found is None:
             raise NotFoundError(f"no note named {note!r} in this index")
-        return self.document(found)
+        return next(d for d in self.documents_at(found[1]) if d.root == found[0])
 
 
 def chunk_ids_of(db, document_ids: list[int]) -> list[int]:
