@@ -86,6 +86,9 @@ def cmd_query(args) -> int:
         hits = searcher.search(args.text, args.k, mode=args.mode, rerank=args.rerank,
                                path_glob=args.path, tags=args.tag, min_score=args.min_score,
                                since=since, before=before, linked_to=args.linked_to)
+        note = searcher.partial_note(args.mode)
+    if note:
+        print(note, file=sys.stderr)  # never in --json stdout
     if args.json:
         _emit_json([h.to_dict(args.explain) for h in hits])
     elif args.jsonl:

@@ -10,6 +10,7 @@ import shlex
 from pathlib import Path
 
 from brainbot.index.freshness import vault_changes
+from brainbot.index.indexer import embedded_line
 from brainbot.model import files as model
 from brainbot.store.interface import Store
 from brainbot.store.target import is_url, open_store, public_target
@@ -56,6 +57,7 @@ def status(db, store: Store | None = None) -> dict:
         "generation": generation,
         "documents": counts["documents"], "chunks": counts["chunks"],
         "embeddings": counts["embeddings"], "terms": counts["terms"],
+        "embedded": embedded_line(counts["embeddings"], counts["chunks"]),
         "non_english": round(other / known, 4) if known else 0.0,
         "tags": tags,
         "stale": {k: len(v) for k, v in stale.items()},
@@ -155,8 +157,12 @@ def _store_checks(store: Store, db) -> list[dict]:
                           + (" (brainbot status lists them)" if warned else "")))
         tally = store.counts()
         chunks, vectors = tally["chunks"], tally["embeddings"]
-        out.append(_check("vectors", chunks == vectors, f"{vectors} vectors for {chunks} chunks",
-                          rebuild))
+        # A partly embedded index is a normal state (`--no-embed`, a kill in the semantic
+        # phase): the next `index` fills the rest in. More vectors than chunks is a fault.
+        detail = embedded_line(vectors, chunks)
+        if vectors < chunks:
+            detail += f"; `brainbot index {roots} --db {db_arg}` embeds the rest"
+        out.append(_check("vectors", vectors <= chunks, detail, rebuild))
     except BrainbotError as exc:  # a damaged page met while checking
         out.append(_check("database integrity", False, str(exc),
                           f"restore {db} from a backup or rebuild it: "

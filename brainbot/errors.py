@@ -105,6 +105,11 @@ class StoreBusyError(StoreError):
                                   "run again")
 
 
+class PartialIndexError(StoreError):
+    """A vector or hybrid evaluation was asked of an index whose semantic phase has not
+    finished: its figures would measure the gap, not the retrieval."""
+
+
 class IndexStopped(BrainbotError):
     """An index run was asked to stop (SIGTERM, Ctrl-C in a watcher); what was committed
     before stays, and the next run resumes."""

@@ -19,13 +19,14 @@ import json
 import math
 import os
 import re
+import shlex
 import time
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
-from .errors import InputError
+from .errors import InputError, PartialIndexError
 
 # Chunks fetched per query before collapsing to documents: several chunks of one
 # document often rank together, and recall@100 needs 100 distinct documents.
@@ -140,6 +141,7 @@ def run_beir(folder: Path, *, db: str | None = None, split: str = "test",
     queries = {str(q["_id"]): q["text"] for q in _read_jsonl(folder / "queries.jsonl")}
     qids = [q for q in qrels if q in queries][:limit]
     searcher = Searcher(db_path)
+    refuse_partial(searcher, modes)
     result = {"dataset": folder.name, "split": split, "queries": len(qids),
               "db": searcher.store.target, "index": index_stats, "modes": {}}
     for name in modes:
@@ -213,12 +215,26 @@ def score_question(hits, expected: list[str], k: int) -> dict:
             "rr": 1.0 / first if first else 0.0}
 
 
+def refuse_partial(searcher, modes: list[str]) -> None:
+    """Vector and hybrid figures on a partly embedded index would measure the gap."""
+    if all(MODE_ALIASES.get(m, (m, False))[0] == "bm25" for m in modes):
+        return
+    vectors, chunks = searcher.coverage()
+    if vectors < chunks:
+        searcher.close()
+        raise PartialIndexError(
+            f"{vectors:,} of {chunks:,} chunks embedded: vector and hybrid figures would be "
+            f"wrong; run `brainbot index NOTES --db {shlex.quote(str(searcher.db_path))}` to "
+            "finish embedding, or evaluate --modes bm25")
+
+
 def run_questions(path: Path, *, db: str, modes: list[str] | None = None, k: int = 10) -> dict:
     from brainbot.search.searcher import Searcher
 
     modes = modes or ["bm25", "vector", "hybrid"]
     questions = load_questions(path)
     searcher = Searcher(db)
+    refuse_partial(searcher, modes)
     result = {"dataset": str(path), "questions": len(questions),
               "answerable": sum(1 for q in questions if q["answerable"]), "k": k, "modes": {}}
     for name in modes:

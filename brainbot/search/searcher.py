@@ -63,6 +63,7 @@ class Hit:
     end_char: int = -1
     document: DocumentRow | None = field(default=None, repr=False)
     stale: bool = False  # the file changed or vanished since it was indexed
+    embedded: bool = True  # has a vector yet (a partly embedded index: BM25 found it)
 
     @property
     def location(self) -> str:
@@ -73,7 +74,7 @@ class Hit:
         out = {"chunk_id": self.chunk_id, "path": self.path, "root": self.root,
                "heading_path": self.heading_path, "start_line": self.start_line,
                "end_line": self.end_line, "score": round(float(self.score), 6),
-               "text": self.text, "stale": self.stale,
+               "text": self.text, "stale": self.stale, "embedded": self.embedded,
                "date": doc.date if doc else None, "date_source": doc.date_source if doc else None}
         if explain:
             out["explain"] = self.explain
@@ -111,6 +112,20 @@ class Searcher:
                 precision = "int8" if "int8" in self.meta.get("embedder", "") else "fp32"
             self._embedder = Embedder(precision=precision)
         return self._embedder
+
+    def coverage(self) -> tuple[int, int]:
+        """(chunks with a vector, chunks): equal once the semantic phase has finished."""
+        return self.store.vector_count(), self.store.chunk_count()
+
+    def partial_note(self, mode: str) -> str | None:
+        """The one line a vector or hybrid query on a partly embedded index prints."""
+        if mode == "bm25":
+            return None
+        vectors, chunks = self.coverage()
+        if vectors >= chunks:
+            return None
+        return (f"note: {vectors:,} of {chunks:,} chunks embedded; run `brainbot index` to "
+                "finish (the vector leg sees only embedded chunks)")
 
     # -- legs: (chunk ids, scores), best first ------------------------------------------
     def bm25(self, query: str, n: int, flt: Filter | None = None):
@@ -182,7 +197,7 @@ class Searcher:
                 continue
             hits.append(Hit(r.chunk_id, r.path, r.root, r.heading_path, r.start_line,
                             r.end_line, score, r.text, rowid, exp, r.start_char, r.end_char,
-                            r.document))
+                            r.document, embedded=r.embedded))
         return hits
 
 

@@ -515,6 +515,10 @@ class SQLiteStore(VaultTables):
         return int(self.db.execute("SELECT count(*) FROM chunks").fetchone()[0])
 
     @_translated
+    def vector_count(self) -> int:
+        return int(self.db.execute("SELECT count(*) FROM embeddings").fetchone()[0])
+
+    @_translated
     def counts(self) -> dict[str, int]:
         return {table: int(self.db.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
                 for table in ("documents", "chunks", "embeddings", "terms", "postings")}
