@@ -253,7 +253,7 @@ def test_folder_deleted_and_recreated(running, tmp_path):
 
 def test_the_lock_is_held_per_pass_only(running, tmp_path, shared_embedder):
     """Between passes another writer may index; a pass that finds the lock taken waits."""
-    from brainbot.store.sqlite.store import WriterLock
+    from brainbot.store.sqlite.lock import WriterLock
 
     with Indexer(running.db, embedder=shared_embedder) as ix:  # not refused: idle watcher
         ix.index_paths([running.root])
