@@ -157,12 +157,12 @@ def _warn_problems(item) -> None:
 
 
 def cmd_chunks(args) -> int:
-    from brainbot.text.documents import chunk_paths
+    from brainbot.text.parallel import chunk_paths
     from brainbot.text.tokens import TokenCounter
 
     out = open(args.jsonl, "w", encoding="utf-8") if args.jsonl else sys.stdout
     try:
-        for item in chunk_paths(args.paths, TokenCounter()):
+        for item in chunk_paths(args.paths, TokenCounter(), workers=args.workers):
             _warn_problems(item)
             for c in getattr(item, "chunks", ()):
                 out.write(_json_line(c.to_record()) + "\n")
@@ -416,6 +416,8 @@ def _add_chunks(sub) -> None:
                        epilog="Example: brainbot chunks ~/notes --jsonl chunks.jsonl")
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.add_argument("--jsonl", metavar="FILE", help="write to FILE instead of stdout")
+    p.add_argument("--workers", type=_positive, default=None,
+                   help="processes to chunk on (default: every usable CPU; 1: this one)")
     p.set_defaults(func=cmd_chunks)
 
 

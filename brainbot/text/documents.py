@@ -51,6 +51,9 @@ class Chunked:
     chunks: list
     warnings: tuple[str, ...] = ()
     facts: object = None
+    # parallel.chunk_in_order(analyze=True): per chunk, (terms, length, looks_english) of
+    # its retrieval text, as lexical.term_frequencies and language.looks_english give them.
+    lexical: list | None = None
 
     @property
     def title(self) -> str:
@@ -117,15 +120,20 @@ def chunk(doc: Document, counter, params=None) -> Chunked:
     return Chunked(doc, parsed, chunks, doc.warnings + extra, found)
 
 
-def chunk_paths(paths: Iterable[str | Path], counter,
-                params=None) -> Iterator[Chunked | notes.Problem]:
-    """Every note under ``paths``, chunked, in order; what cannot be read is a Problem."""
+def readable(paths: Iterable[str | Path]) -> Iterator[Document | notes.Problem]:
+    """Every note under ``paths``, read, in order; what cannot be read is a Problem."""
     for root in roots(paths):
         yield from root.problems
         for note in root.files:
             try:
-                doc = read(note)
+                yield read(note)
             except notes.UnreadableNote as exc:
                 yield notes.Problem(note.relpath, str(exc))
-                continue
-            yield chunk(doc, counter, params)
+
+
+def chunk_paths(paths: Iterable[str | Path], counter,
+                params=None) -> Iterator[Chunked | notes.Problem]:
+    """Every note under ``paths``, chunked, in order, in this process; what cannot be read
+    is a Problem. ``parallel.chunk_paths`` gives the same on every core."""
+    for doc in readable(paths):
+        yield chunk(doc, counter, params) if isinstance(doc, Document) else doc

@@ -2,8 +2,13 @@
 
 `TokenCounter` wraps the model's own tokenizer (``model.load_tokenizer(truncate=False)``)
 and counts **with** the [CLS] and [SEP] special tokens, because that is what has to fit in
-the model's 256 positions. Counts are cached in an LRU keyed by text: the chunker counts
-sentences once and the packer and its verifier ask again for the same strings.
+the model's 256 positions. A text's count is the sum of its words' counts: the normalizer
+maps ASCII whitespace to a space and the pre-tokenizer always splits there, so a text cut at
+[ \t\n\r] has exactly the wordpieces of its parts (``words``; a text holding another
+character Python splits at but the normalizer deletes or keeps, such as U+000B or U+00A0,
+is cut at ASCII whitespace only). Word counts are cached, so the tokenizer sees each distinct
+word once; a vault of 70 MB repeats its words ~40 times. ``cache_size=0`` counts every text
+with the tokenizer itself: the oracle the tests hold the sums to.
 
 `split_long` cuts a text that is over budget, at whitespace when it can, else between
 two wordpieces, from one encoding's offsets.
@@ -14,19 +19,24 @@ this module never touches the model files. This module does not embed anything.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from bisect import bisect_left
-from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
 from brainbot.notes.sentences import SPACE_CHARS
 
 # [CLS] and [SEP]: every encoding the embedder makes carries exactly these two.
 SPECIAL_TOKENS = 2
-# ~200k short strings is a few tens of MB: enough for a large vault's sentences. The
-# characters held are capped too, so caching whole code blocks cannot grow without bound.
-DEFAULT_CACHE_SIZE = 200_000
-CACHE_MAX_CHARS = 32_000_000
+# Distinct words held (~100 bytes each); the cache starts afresh past it. A 70 MB vault has
+# about 1.3M distinct words, so a long run re-tokenizes a few rare words now and then.
+DEFAULT_CACHE_SIZE = 500_000
+# Python's str.split() also splits at these, which the BERT normalizer deletes (controls) or
+# keeps inside the text it tokenizes (U+00A0 and other Unicode spaces): a text holding one
+# is cut at ASCII whitespace only.
+_OTHER_SPLITS = re.compile("[\x0b\x0c\x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029"
+                           "\u202f\u205f\u3000]")
+_ASCII_SPACE = re.compile("[ \t\n\r]+")
 
 
 _SPACES = frozenset(SPACE_CHARS)
@@ -67,16 +77,23 @@ def _windows(text: str) -> list[int]:
     return bounds
 
 
+def words(text: str) -> list[str]:
+    """text cut at ASCII whitespace: parts whose wordpieces add up to text's (an empty part
+    has none)."""
+    if _OTHER_SPLITS.search(text) is None:
+        return text.split()
+    return _ASCII_SPACE.split(text)
+
+
 class TokenCounter:
-    """Counts MiniLM wordpieces (special tokens included), with an LRU cache."""
+    """Counts MiniLM wordpieces (special tokens included), summing cached word counts."""
 
     def __init__(self, tokenizer=None, cache_size: int = DEFAULT_CACHE_SIZE) -> None:
         self._tokenizer = tokenizer
-        self._cache: OrderedDict[str, int] = OrderedDict()
+        self._pieces: dict[str, int] = {"": 0}
         self._cache_size = cache_size
-        self._cache_chars = 0
-        self.hits = 0
-        self.misses = 0
+        self.hits = 0  # texts counted from cached words alone
+        self.misses = 0  # texts that sent a new word to the tokenizer
 
     @property
     def tokenizer(self):
@@ -86,57 +103,40 @@ class TokenCounter:
             self._tokenizer = load_tokenizer(truncate=False)
         return self._tokenizer
 
-    def _remember(self, text: str, n: int) -> None:
-        cache = self._cache
-        if text in cache or len(text) > CACHE_MAX_CHARS // 64:
-            return
-        cache[text] = n
-        self._cache_chars += len(text)
-        while len(cache) > self._cache_size or self._cache_chars > CACHE_MAX_CHARS:
-            old, _ = cache.popitem(last=False)
-            self._cache_chars -= len(old)
-
     def count(self, text: str) -> int:
         """Wordpieces of text, [CLS] and [SEP] included (so "" counts 2)."""
-        cached = self._cache.get(text)
-        if cached is not None:
-            self._cache.move_to_end(text)
-            self.hits += 1
-            return cached
-        self.misses += 1
-        n = len(self.tokenizer.encode(text).ids)
-        self._remember(text, n)
-        return n
+        return self.count_many((text,))[0]
 
     def count_many(self, texts: Sequence[str] | Iterable[str], cache: bool = True) -> list[int]:
-        """count() of each text; the uncached ones go through one encode_batch.
-
-        cache=False neither reads nor fills the cache: for texts seen once (the chunker's
-        final retrieval texts), which would only push useful sentences out."""
+        """count() of each text; the words not cached yet go through one encode_batch.
+        (``cache`` is kept for callers; every count is a sum of cached words now.)"""
         texts = list(texts)
-        if not cache:
-            return [len(e.ids) for e in self.tokenizer.encode_batch(texts)] if texts else []
-        out: list[int] = [0] * len(texts)
-        todo: dict[str, list[int]] = {}
-        held = self._cache
-        for i, text in enumerate(texts):
-            cached = held.get(text)
-            if cached is None:
-                todo.setdefault(text, []).append(i)
-            else:
-                held.move_to_end(text)
-                out[i] = cached
-        self.hits += len(texts) - sum(len(v) for v in todo.values())
-        if todo:
-            unique = list(todo)
-            self.misses += len(unique)
-            encodings = self.tokenizer.encode_batch(unique)
-            for text, enc in zip(unique, encodings, strict=False):
-                n = len(enc.ids)
-                self._remember(text, n)
-                for i in todo[text]:
-                    out[i] = n
+        if not texts:
+            return []
+        if self._cache_size <= 0:
+            return [len(e.ids) for e in self.tokenizer.encode_batch(texts)]
+        parts = [words(t) for t in texts]
+        pieces = self._pieces
+        try:
+            out = [SPECIAL_TOKENS + sum(map(pieces.__getitem__, ws)) for ws in parts]
+        except KeyError:
+            self._learn(parts)
+            out = [SPECIAL_TOKENS + sum(map(pieces.__getitem__, ws)) for ws in parts]
+            self.misses += len(texts)
+        else:
+            self.hits += len(texts)
         return out
+
+    def _learn(self, parts: list[list[str]]) -> None:
+        """Count, in one encode_batch, every word of parts not in the cache."""
+        pieces = self._pieces
+        new = list(dict.fromkeys(w for ws in parts for w in ws if w not in pieces))
+        if len(pieces) + len(new) > self._cache_size:
+            self.clear()
+            new = list(dict.fromkeys(w for ws in parts for w in ws if w))
+        encodings = self.tokenizer.encode_batch(new, add_special_tokens=False)
+        for word, enc in zip(new, encodings, strict=True):
+            pieces[word] = len(enc.ids)
 
     def offsets(self, text: str) -> list[tuple[int, int]]:
         """Character spans of text's wordpieces, special tokens excluded (not cached).
@@ -155,8 +155,8 @@ class TokenCounter:
         return out
 
     def clear(self) -> None:
-        self._cache.clear()
-        self._cache_chars = 0
+        self._pieces.clear()
+        self._pieces[""] = 0
 
 
 # --- cutting a text that is over budget -----------------------------------------------
