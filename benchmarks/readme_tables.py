@@ -276,8 +276,39 @@ def serve_section() -> str:
         f"{sv['load_start']:.2f} at the start, {sv['load_end']:.2f} at the end."])
 
 
+def static_int8_section() -> str:
+    s = _load("static_int8.json")
+    if not s or "throughput" not in s:
+        return ""
+    names = {"fp32": "fp32", "dynamic_int8": "dynamic int8 (`--precision int8`)",
+             "static_int8": "static int8 QDQ (experiment)"}
+    rows = []
+    for key, label in names.items():
+        t, ab = s["throughput"][key], s["alone_vs_batch"][key]
+        cos = s["cosine_to_fp32"].get(key, {"min": 1.0, "mean": 1.0})
+        rows.append([label, t["chunks_per_s_median"], f"{t['speedup_vs_fp32_median']:.2f}",
+                     f"{cos['min']:.4f} / {cos['mean']:.4f}",
+                     "yes" if ab["embedder_bit_identical"] else
+                     f"no ({ab['embedder_alone_vs_batch_max_abs']:.1e})"])
+    text = ["### Static int8 (issue #22, not adopted)",
+            f"`python benchmarks/bench_static_int8.py` — QDQ, QUInt8 activations, QInt8 "
+            f"per-tensor weights, reduce_range={s['reduce_range']} (CPU without VNNI), MinMax "
+            f"over {s['calibration_chunks']} chunks of examples/; {s['throughput']['chunks']} "
+            f"Rust-book chunks through the Embedder, median of {s['throughput']['rounds']} "
+            "interleaved rounds, ratio to fp32 within each round.", "",
+            _table(["graph", "chunks/s", "× fp32", "cosine to fp32 (min / mean)",
+                    "alone = in a batch"], rows)]
+    if "questions" in s:
+        rows = [[f"`{name}`"] + [m.get("hit@5", "") for m in modes.values()]
+                for name, modes in s["questions"].items()]
+        text += ["", "hit@5 on static-int8 indexes (`brainbot eval --questions FILE -k 5`):", "",
+                 _table(["question set", "bm25", "vector", "hybrid"], rows)]
+    return "\n".join(text)
+
+
 def build() -> str:
     parts = [p for p in (eval_section(), cjk_section(), search_section(), embed_section(),
+                         static_int8_section(),
                          chunking_section(), index_section(), coldstart_section(),
                          serve_section()) if p]
     return "## Results\n\nMachine: 2-core AMD EPYC VM, 24 GB, shared and noisy; every " \

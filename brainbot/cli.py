@@ -95,9 +95,13 @@ def cmd_get(args) -> int:
     from .render import printable
 
     with open_store(args.db) as store:
-        lines = get_lines(store, args.target)
+        reading = get_lines(store, args.target)
         backlinks = backlinks_of(store, args.target)
-    for number, line in lines:
+    if reading.stale:
+        print(printable(f"note: {reading.path} changed on disk since it was indexed; "
+                        "these are its current lines (run `brainbot index` to catch up)"),
+              file=sys.stderr)
+    for number, line in reading.lines:
         print(printable(f"{number:>6}  {line}", keep_newlines=True))
     if backlinks:
         print("\nBacklinks:")

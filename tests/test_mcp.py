@@ -402,3 +402,23 @@ def test_filter_arguments_through_the_server(tmp_path, shared_embedder):
             assert ids == want and ids, kwargs
     text = bad.content[0].text
     assert bad.is_error and "YYYY-MM-DD" in text and "\n" not in text, text
+
+
+def test_get_reads_a_stale_hit_as_the_search_tool_advises(tmp_path, vault, shared_embedder):
+    db = tmp_path / "n.db"
+    with Indexer(db, embedder=shared_embedder) as ix:
+        ix.index_paths([vault])
+    note = vault / "alpha.md"
+    note.write_text(note.read_text() + "\nThe alpha launch moved to April.\n")
+
+    async def body(s):
+        found = await s.call_tool("search", {"query": "alpha project ships", "k": 1,
+                                             "mode": "bm25"})
+        hit = found.structured_content["hits"][0]
+        return hit, await s.call_tool("get", {"ref": hit["path"]})
+
+    hit, got = session(db, body)
+    assert hit["stale"] is True and hit["root"] == str(vault)
+    assert not got.is_error, got.content[0].text
+    assert got.structured_content["stale"] is True
+    assert "The alpha launch moved to April." in got.structured_content["text"]

@@ -164,6 +164,55 @@ def relink(documents, links) -> list[tuple[int | None, int]]:
     return changes
 
 
+# -- naming a note of one of several indexed folders ---------------------------------------
+# ROOT::PATH names PATH under the indexed folder ROOT: its full path as indexed, or its
+# last components (``work::README.md``, ``me/work::README.md``). A single colon is taken
+# by PATH:LINE:COUNT, hence two.
+ROOT_SEPARATOR = "::"
+
+
+def split_root(ref: str) -> tuple[str | None, str]:
+    """``ROOT::PATH`` as (ROOT, PATH); (None, ref) when ref names no root."""
+    root, sep, rest = ref.partition(ROOT_SEPARATOR)
+    return (root, rest) if sep and root and rest else (None, ref)
+
+
+def root_matches(root: str, spec: str) -> bool:
+    """Whether ``spec`` (the ROOT of ROOT::PATH) names the indexed folder ``root``."""
+    root, spec = root.rstrip("/\\"), spec.rstrip("/\\")
+    return root == spec or root.replace("\\", "/").endswith("/" + spec.replace("\\", "/"))
+
+
+def one_root(path: str, roots: list[str], spec: str | None) -> str | None:
+    """The one root among ``roots`` (those holding ``path``) that ``spec`` leaves, None
+    when none does; an InputError naming them when several do."""
+    from brainbot.errors import InputError
+
+    if spec is not None:
+        roots = [r for r in roots if root_matches(r, spec)]
+    if len(roots) > 1:
+        names = " and ".join(sorted(roots))
+        short = posixpath.basename(sorted(roots)[0].replace("\\", "/").rstrip("/"))
+        raise InputError(f"{path} is in more than one indexed folder ({names}); name one "
+                         f"as ROOT{ROOT_SEPARATOR}PATH, e.g. {short}{ROOT_SEPARATOR}{path}")
+    return roots[0] if roots else None
+
+
+def find_in_roots(rows, name: str) -> tuple[str, str] | None:
+    """(root, path) of the note ``name`` (a path or a wikilink-like name, optionally
+    ROOT::NAME) among (root, path) rows, each folder resolved as a vault of its own; None
+    when no folder has it, an InputError when several do."""
+    spec, name = split_root(name.strip())
+    by_root: dict[str, list[str]] = {}
+    for root, path in rows:
+        if spec is None or root_matches(root, spec):
+            by_root.setdefault(root, []).append(path)
+    found = {root: Resolver(paths).note(name) for root, paths in by_root.items()}
+    found = {root: path for root, path in found.items() if path is not None}
+    root = one_root(name, list(found), None)
+    return (root, found[root]) if root is not None else None
+
+
 def _stem(path: str) -> str:
     lower = path.lower()
     for ext in EXTENSIONS:

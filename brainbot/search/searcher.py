@@ -70,7 +70,7 @@ class Hit:
 
     def to_dict(self, explain: bool = False) -> dict:
         doc = self.document
-        out = {"chunk_id": self.chunk_id, "path": self.path,
+        out = {"chunk_id": self.chunk_id, "path": self.path, "root": self.root,
                "heading_path": self.heading_path, "start_line": self.start_line,
                "end_line": self.end_line, "score": round(float(self.score), 6),
                "text": self.text, "stale": self.stale,

@@ -93,9 +93,11 @@ class Service:
         from brainbot.index.reading import backlinks_of, get_lines
 
         store = self.searcher.store
-        lines = get_lines(store, ref, count)
-        text = "\n".join(f"{n:>6}  {line}" for n, line in lines)
-        return {"ref": ref, "lines": [{"line": n, "text": t} for n, t in lines], "text": text,
+        reading = get_lines(store, ref, count)
+        text = "\n".join(f"{n:>6}  {line}" for n, line in reading.lines)
+        return {"ref": ref, "path": reading.path, "root": reading.root,
+                "stale": reading.stale,
+                "lines": [{"line": n, "text": t} for n, t in reading.lines], "text": text,
                 "backlinks": backlinks_of(store, ref)}
 
     def status(self) -> dict[str, Any]:
@@ -155,20 +157,24 @@ def build(service: Service):
         """Search the user's markdown notes. Use it first for any question about what the
         user wrote, planned, decided or knows. Returns the best passages with path,
         start_line-end_line, heading path, score, text and `stale` (true when the note
-        changed on disk since it was indexed: the text is what was indexed)."""
+        changed on disk since it was indexed: the text is what was indexed; `get` its path
+        for the current lines) and `root` (the indexed folder it is in)."""
         return service.call(service.search, query, min(k, 50), mode, path, tag, since,
                             before, linked_to)
 
     @tool
     def get(
         ref: Annotated[str, Field(description="PATH, PATH:LINE or PATH:LINE:COUNT as "
-                                              "search shows it, or a chunk_id")],
+                                              "search shows it (ROOT::PATH... to pick "
+                                              "an indexed folder), or a chunk_id")],
         count: Annotated[int | None, Field(description="lines to read from LINE; wins "
                                                        "over a COUNT inside ref")] = None,
     ) -> dict[str, Any]:
         """Read numbered lines of an indexed note, e.g. around a search hit to see more
         context, with the notes that link to it (backlinks). Only notes in the index can
-        be read."""
+        be read. A note that changed since it was indexed is read as it is now, with
+        `stale: true`. When a path is in two indexed folders, name one as ROOT::PATH
+        (ROOT: the hit's `root`, or its last folder name)."""
         return service.call(service.get, ref, count)
 
     @tool

@@ -159,6 +159,12 @@ class SharedReads:
                          "ORDER BY d.id LIMIT 1", (path,))
         return document_row(rows[0]) if rows else None
 
+    def documents_at(self, path: str) -> list[DocumentRow]:
+        """The documents at ``path`` under each indexed folder that has one."""
+        return [document_row(r) for r in self._sql(
+            f"SELECT {DOC_COLUMNS} FROM documents d WHERE d.path = ? "
+            f"ORDER BY d.root{self.COLLATE}", (path,))]
+
     def documents(self) -> list[DocumentRow]:
         c = self.COLLATE
         return [document_row(r) for r in self._sql(
@@ -191,15 +197,16 @@ class SharedReads:
                               f"ORDER BY count(*) DESC, tag{self.COLLATE}"))
 
     def find_note(self, note: str) -> DocumentRow:
-        """A note named by path or like a wikilink; NotFoundError when none is."""
+        """A note named by path or like a wikilink (or ROOT::NAME), resolved in each indexed
+        folder; NotFoundError when none has it, InputError when several do."""
         from brainbot.errors import NotFoundError
-        from brainbot.notes.vault import Resolver
+        from brainbot.notes.vault import find_in_roots
 
-        paths = [r[0] for r in self._sql("SELECT path FROM documents WHERE kind = 'note'")]
-        found = Resolver(paths).note(note.strip())
+        found = find_in_roots(
+            self._sql("SELECT root, path FROM documents WHERE kind = 'note'"), note)
         if found is None:
             raise NotFoundError(f"no note named {note!r} in this index")
-        return self.document(found)
+        return next(d for d in self.documents_at(found[1]) if d.root == found[0])
 
     def _relinked(self) -> list[tuple[int | None, int]]:
         """(target document or None, link id) for every link whose target changed."""
