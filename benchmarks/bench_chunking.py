@@ -2,6 +2,18 @@
 
     python benchmarks/bench_chunking.py            # speed + quality, ~30 s
     python benchmarks/bench_chunking.py --sweep    # + NFCorpus nDCG@10 by target (~40 min)
+    python benchmarks/bench_chunking.py --big --baseline /tmp/main-before --min-idle 0.5
+        # serial vs parallel on examples/notes and the big vault (make_big_vault.py), ~5 min
+
+--big: read + parse + chunk of every note (``parallel.chunk_paths``), whole passes, one process
+(workers=1) against every usable CPU, on examples/notes and the ~10k-note, ~70 MB vault that
+benchmarks/make_big_vault.py assembles (built first if absent). Each pass starts once the CPUs
+were --min-idle idle for 0.5 s; serial and parallel alternate, --rounds times, the best kept.
+--baseline DIR (a checkout of the code before this change) adds its serial pass, run in a
+subprocess with PYTHONPATH=DIR, interleaved with this tree's, as the "before" anchor. The stage
+breakdown is one serial pass with timers around reading, markdown.parse, split_sentences and
+TokenCounter.count_many; the postings analysis (lexical.term_frequencies + looks_english of
+every retrieval text) is timed after it; "packing and the rest" is what chunking leaves.
 
 What is measured: reading is excluded; parse + chunk is timed with a cold TokenCounter
 (empty cache), so MiniLM tokenization of every sentence and the final recount of every
@@ -32,6 +44,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from brainbot.notes.markdown import parse  # noqa: E402
+from brainbot.text import parallel  # noqa: E402
 from brainbot.text.chunking import ChunkParams, chunk_note, chunk_text  # noqa: E402
 from brainbot.text.quality import assess  # noqa: E402
 from brainbot.text.tokens import TokenCounter  # noqa: E402
@@ -178,17 +191,148 @@ def sweep(embedder_cls) -> list[dict]:
     return rows
 
 
+# --- serial vs parallel on the big vault ------------------------------------------------
+
+_PASS = """
+import sys, time
+from brainbot.text import documents
+from brainbot.text.tokens import TokenCounter
+c = TokenCounter(); _ = c.tokenizer
+t = time.perf_counter(); n = 0
+for item in documents.chunk_paths([sys.argv[1]], c):
+    n += len(getattr(item, "chunks", ()))
+print(time.perf_counter() - t, n)
+"""
+
+
+def _timed_pass(path: Path, workers: int) -> tuple[float, int]:
+    counter = TokenCounter()
+    _ = counter.tokenizer
+    start, chunks = time.perf_counter(), 0
+    for item in parallel.chunk_paths([path], counter, workers=workers):
+        chunks += len(getattr(item, "chunks", ()))
+    return time.perf_counter() - start, chunks
+
+
+def _baseline_pass(path: Path, baseline: Path) -> tuple[float, int]:
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(baseline)}
+    out = subprocess.run([sys.executable, "-c", _PASS, str(path)], env=env, check=True,
+                         capture_output=True, text=True).stdout.split()
+    return float(out[0]), int(out[1])
+
+
+def stage_breakdown(path: Path) -> dict:
+    """One serial pass with timers around each stage (seconds)."""
+    import brainbot.notes.markdown as markdown
+    import brainbot.text.atoms as atoms
+    from brainbot.notes.language import looks_english
+    from brainbot.text import documents
+    from brainbot.text.lexical import term_frequencies
+
+    spent = dict.fromkeys(("read", "parse", "sentences", "token counting"), 0.0)
+
+    def timed(name, fn):
+        def wrapper(*a, **k):
+            t = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                spent[name] += time.perf_counter() - t
+        return wrapper
+
+    counter = TokenCounter()
+    _ = counter.tokenizer
+    counter.count_many = timed("token counting", counter.count_many)
+    saved = markdown.parse, atoms.split_sentences
+    markdown.parse = timed("parse", markdown.parse)
+    atoms.split_sentences = timed("sentences", atoms.split_sentences)
+    try:
+        start, chunks = time.perf_counter(), []
+        for doc in timed("read", lambda: list(documents.readable([path])))():
+            if isinstance(doc, documents.Document):
+                chunks.extend(documents.chunk(doc, counter).chunks)
+        total = time.perf_counter() - start
+    finally:
+        markdown.parse, atoms.split_sentences = saved
+    start = time.perf_counter()
+    for c in chunks:
+        term_frequencies(c.retrieval_text), looks_english(c.retrieval_text)
+    spent["postings analysis"] = time.perf_counter() - start
+    spent["packing and the rest"] = total - sum(v for k, v in spent.items()
+                                                if k != "postings analysis")
+    return {k: round(v, 2) for k, v in spent.items()}
+
+
+def bench_big(path: Path, name: str, args) -> dict:
+    from bench_coldstart import wait_for_idle
+
+    files = sum(1 for _ in path.rglob("*.md"))
+    size = sum(p.stat().st_size for p in path.rglob("*.md"))
+    workers = parallel.usable_cpus()
+    runs: dict[str, list[float]] = {"serial": [], f"parallel ({workers} workers)": []}
+    if args.baseline:
+        runs = {"before (baseline, serial)": [], **runs}
+    chunks = {}
+    for _ in range(args.rounds):
+        for mode in runs:
+            wait_for_idle(args.min_idle)
+            if mode.startswith("before"):
+                seconds, n = _baseline_pass(path, args.baseline)
+            else:
+                seconds, n = _timed_pass(path, 1 if mode == "serial" else workers)
+            runs[mode].append(seconds)
+            chunks[mode] = n
+            print(name, mode, round(seconds, 2), n, flush=True)
+    assert len(set(chunks.values())) == 1, f"chunk counts differ: {chunks}"
+    rows = [{"mode": mode, "seconds": round(min(times), 2),
+             "chunks_per_second": round(chunks[mode] / min(times), 1),
+             "mb_per_second": round(size / 1e6 / min(times), 3)} for mode, times in runs.items()]
+    return {"vault": name, "files": files, "megabytes": round(size / 1e6, 2),
+            "chunks": chunks["serial"], "rows": rows, "stages_seconds": stage_breakdown(path)}
+
+
+def big_main(args) -> dict:
+    sys.path.insert(0, str(HERE))
+    import make_big_vault
+
+    make_big_vault.build(args.big_vault, 10_000)
+    results = [bench_big(HERE.parent / "examples" / "notes", "examples/notes", args),
+               bench_big(args.big_vault, "big vault (make_big_vault.py)", args)]
+    print("| vault | files | MB | chunks | mode | s | chunks/s | MB/s |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in results:
+        for row in r["rows"]:
+            print(f"| {r['vault']} | {r['files']} | {r['megabytes']} | {r['chunks']} | "
+                  f"{row['mode']} | {row['seconds']} | {row['chunks_per_second']} | "
+                  f"{row['mb_per_second']} |")
+        print(r["vault"], "stages (s):", r["stages_seconds"])
+    return {"machine": machine(), "min_idle": args.min_idle, "rounds": args.rounds,
+            "measured": "read + parse + chunk, whole passes, best of rounds", "vaults": results}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sweep", action="store_true", help="also run the NFCorpus sweep")
     parser.add_argument("--sweep-only", action="store_true", help="only the sweep")
+    parser.add_argument("--big", action="store_true",
+                        help="only serial vs parallel on examples/notes and the big vault")
+    parser.add_argument("--big-vault", type=Path,
+                        default=Path.home() / ".cache" / "brainbot" / "bench" / "big-vault")
+    parser.add_argument("--baseline", type=Path, help="a checkout of the code before")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--min-idle", type=float, default=0.0,
+                        help="wait until the CPUs are this idle before each pass (0.5)")
     args = parser.parse_args(argv)
     if not (DATA / "corpora").is_dir():
         print(f"{DATA / 'corpora'} is absent: nothing to benchmark", file=sys.stderr)
         return 1
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     params = ChunkParams()
-    if not args.sweep_only:
+    if args.big:
+        results["serial_vs_parallel"] = big_main(args)
+    elif not args.sweep_only:
         rows = [bench_corpus(name, params) for name in CORPORA]
         results.update(
             {

@@ -147,10 +147,26 @@ def chunking_section() -> str:
             _table(["corpus", "files", "chunks", "mean tokens", "max tokens", "quality",
                     "boundary", "over limit", "heading-only", "cut fences", "MB/s", "files/s"],
                    rows)]
+    text += _parallel_rows(c.get("serial_vs_parallel"))
     if sweep:
         text += ["", "Choosing the target size (NFCorpus, vector only, nDCG@10): " + ", ".join(
             f"{r['target_tokens']} → {r['ndcg_at_10']}" for r in sweep) + "."]
     return "\n".join(text)
+
+
+def _parallel_rows(sp: dict | None) -> list[str]:
+    if not sp:
+        return []
+    rows = [[v["vault"], v["files"], v["megabytes"], v["chunks"], r["mode"], r["seconds"],
+             r["chunks_per_second"], r["mb_per_second"]] for v in sp["vaults"] for r in v["rows"]]
+    big = sp["vaults"][-1]
+    stages = ", ".join(f"{k} {v} s" for k, v in big["stages_seconds"].items())
+    return ["", "`python benchmarks/bench_chunking.py --big --baseline DIR --min-idle 0.5` — "
+            "read + parse + chunk of every note, whole passes (DIR: the code before the "
+            f"word-sum token counts), {sp['machine']['cpu']}, load average "
+            f"{sp['machine']['load_average_1min']}.", "",
+            _table(["vault", "files", "MB", "chunks", "mode", "s", "chunks/s", "MB/s"], rows),
+            "", f"Stages of one serial pass over the big vault: {stages}."]
 
 
 def search_section() -> str:

@@ -89,4 +89,9 @@ ffibuilder = make_builder()
 
 if __name__ == "__main__":  # objects stay under build/; only the module is copied out
     built = ffibuilder.compile(tmpdir="build", verbose=False)
-    shutil.copy(built, os.path.join("brainbot", os.path.basename(built)))
+    # Copy next to the target, then rename: a process importing the module meanwhile
+    # sees the old file or the new one, never a half-written one.
+    target = os.path.join("brainbot", os.path.basename(built))
+    tmp = target + ".tmp"
+    shutil.copy(built, tmp)
+    os.replace(tmp, target)

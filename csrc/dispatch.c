@@ -12,6 +12,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -51,6 +52,14 @@ static void cpu_detect(void) {
     cpu_has_neon = 1; /* Advanced SIMD is mandatory on AArch64. */
 #endif
     long n = sysconf(_SC_NPROCESSORS_ONLN);
+#if defined(__linux__)
+    /* Under taskset / a container's cpuset the process may run on fewer CPUs than are
+     * online: a thread per online CPU would then only wait for a core. */
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) >= 1 &&
+        CPU_COUNT(&set) < n)
+        n = CPU_COUNT(&set);
+#endif
     cpu_count = n < 1 ? 1 : (n > BB_MAX_THREADS ? BB_MAX_THREADS : (int)n);
     const bb_ops *simd = NULL;
 #if defined(__x86_64__) || defined(_M_X64)

@@ -74,7 +74,8 @@ const char *bb_strerror(int status);
  * "avx2-fma", "neon" or "scalar". */
 const char *bb_backend(int simd);
 
-/* Number of online CPUs, as detected once. */
+/* Number of CPUs this process may run on (online CPUs, limited by the sched affinity
+ * mask on Linux), as detected once. */
 int bb_cpu_count(void);
 
 /* The thread count `n_threads` (0 = auto) resolves to for a scan that reads `bytes`

@@ -53,13 +53,22 @@ def test_touched_file_with_same_bytes_is_not_stale(indexed, vault, monkeypatch):
     assert hit.stale is False and hashed == []  # stat matches: never read
 
 
-def test_a_deleted_file_is_stale_and_checked_once_per_search(indexed, vault):
+def test_a_deleted_file_is_stale_and_checked_once_per_search(indexed, vault, monkeypatch):
+    from brainbot.index import freshness
+
     (vault / "sub" / "beta.md").unlink()
     hits = Searcher(indexed).search("tomatoes sun watering", 5, mode="bm25")
     assert [h.stale for h in hits if h.path == "sub/beta.md"] == [True]
+    stats = []
+    real = os.stat
+    monkeypatch.setattr(freshness.os, "stat", lambda p, *a, **k: stats.append(p) or real(p))
+    twice = hits + hits  # the same files twice over: each must still be looked at once
+    freshness.mark(twice)
+    assert sorted(stats) == sorted({os.path.join(h.root, h.path) for h in hits})
+    stats.clear()
     check = Freshness()
     doc = hits[0].document
-    assert check.stale(doc) is check.stale(doc) is True
+    assert check.stale(doc) is check.stale(doc) is True and len(stats) == 1
 
 
 def test_citation_in_a_changed_file_is_kept_and_flagged(capsys, indexed, vault):
@@ -81,6 +90,8 @@ def test_citation_whose_span_changed_is_dropped(capsys, indexed, vault):
                  "--json"]) == 0
     answer = json.loads(capsys.readouterr().out)
     assert not [c for c in answer["citations"] if c["path"] == "sub/beta.md"]
+    assert [d for d in answer["dropped"] if d["source"].startswith("sub/beta.md")
+            and d["reason"] == "stale: the note changed on disk since it was indexed"]
 
 
 def test_refusal_says_when_the_index_is_out_of_date(capsys, indexed, vault):

@@ -701,3 +701,16 @@ def test_missing_extension_falls_back_with_one_warning():
     )
     root = Path(__file__).resolve().parent.parent  # import this checkout's brainbot
     subprocess.run([sys.executable, "-c", code], check=True, cwd=root)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "sched_setaffinity"), reason="Linux only")
+def test_auto_threads_honour_the_affinity_mask():
+    """Pinned to one CPU (taskset -c 0), an automatic scan stays on one thread, however
+    many CPUs are online: the CPU count is read from the sched affinity mask."""
+    code = (
+        "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+        "from brainbot.kernel import native as K; "
+        "print(K.resolve_threads(0, 10**7, 10**10))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "1"

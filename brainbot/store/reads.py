@@ -60,12 +60,12 @@ _LINK_SELECT = ("SELECT s.path, l.line, l.kind, l.target, l.target_heading, l.al
                 "LEFT JOIN documents t ON t.id = l.target_document")
 _EXPORT_DOCS = ("SELECT id, root, path, sha256, size, mtime_ns, title, front_matter, kind, "
                 "warnings, date, date_source FROM documents WHERE id > ? ORDER BY id LIMIT ?")
-# the columns interface.new_chunk reads, in its order, and the vector at 16
+# the columns interface.new_chunk reads, in its order, and the vector (or NULL) at 16
 _EXPORT_CHUNKS = ("SELECT c.id, c.document_id, c.chunk_id, c.chunk_index, c.heading_path, "
                   "c.source_text, c.retrieval_text, c.start_line, c.end_line, c.start_char, "
                   "c.end_char, c.source_tokens, c.retrieval_tokens, c.text_sha256, "
                   "c.lexical_length, c.english, e.vector FROM chunks c "
-                  "JOIN embeddings e ON e.chunk = c.id "
+                  "LEFT JOIN embeddings e ON e.chunk = c.id "
                   "WHERE c.document_id {in} ORDER BY c.document_id, c.chunk_index")
 _EXPORT_POSTINGS = ("SELECT p.chunk, t.term, p.tf FROM postings p JOIN terms t "
                     "ON t.id = p.term WHERE p.chunk {in}")
@@ -259,7 +259,8 @@ class SharedReads:
         by_doc: dict[int, list] = defaultdict(list)
         paths = {d[0]: d[2] for d in docs}
         for r in rows:
-            by_doc[r[1]].append(new_chunk(r, paths[r[1]], self._vector(r[16]), terms[r[0]]))
+            vector = None if r[16] is None else self._vector(r[16])  # None: not embedded yet
+            by_doc[r[1]].append(new_chunk(r, paths[r[1]], vector, terms[r[0]]))
         ids = [d[0] for d in docs]
         facts = exported_facts(
             docs, self._sql_in(_EXPORT_LINKS, ids),

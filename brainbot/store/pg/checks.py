@@ -6,9 +6,9 @@ from __future__ import annotations
 
 # name, the count of rows breaking an invariant (0 when it holds)
 _CHECKS = [
-    ("chunks without a vector",
-     "SELECT count(*) FROM chunks c WHERE NOT EXISTS "
-     "(SELECT 1 FROM embeddings e WHERE e.chunk = c.id)"),
+    ("vectors of a chunk whose text changed",  # (chunks without one: a partial index)
+     "SELECT count(*) FROM embeddings e WHERE NOT EXISTS "
+     "(SELECT 1 FROM chunks c WHERE c.id = e.chunk)"),
     ("postings of a missing chunk",
      "SELECT count(*) FROM postings p WHERE NOT EXISTS "
      "(SELECT 1 FROM chunks c WHERE c.id = p.chunk)"),

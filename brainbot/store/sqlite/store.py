@@ -50,7 +50,7 @@ class SQLiteStore(VaultTables):
         self.db = db
         self.lock = lock
         self._meta: dict[str, str] | None = None
-        self._terms: dict[str, int] = {}
+        self._terms: dict[str, int] | None = None
         self._next_term = 1
         self._writing_generation: int | None = None
         self._index: KernelIndex | None = None
@@ -159,8 +159,15 @@ class SQLiteStore(VaultTables):
             self._writing_generation = None
 
     def _load_terms(self) -> None:
-        self._terms = dict(self.db.execute("SELECT term, id FROM terms"))
-        self._next_term = max(self._terms.values(), default=0) + 1
+        """Forget the term ids; the next ``_term_id`` reads them (a writer that only adds
+        vectors, as the semantic phase does, never reads the vocabulary)."""
+        self._terms = None
+
+    def _read_terms(self) -> dict[str, int]:
+        if self._terms is None:
+            self._terms = dict(self.db.execute("SELECT term, id FROM terms"))
+            self._next_term = max(self._terms.values(), default=0) + 1
+        return self._terms
 
     @translated
     def vectors_for(self, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
@@ -215,8 +222,9 @@ class SQLiteStore(VaultTables):
                  c.source_tokens, c.retrieval_tokens, new.text_sha256, new.length,
                  self._writing_generation or 0,
                  None if new.english is None else int(new.english))).lastrowid
-            self.db.execute("INSERT INTO embeddings(chunk, vector) VALUES (?, ?)",
-                            (row, np.ascontiguousarray(new.vector, dtype="<f4").tobytes()))
+            if new.vector is not None:  # None: the semantic phase embeds it later
+                self.db.execute("INSERT INTO embeddings(chunk, vector) VALUES (?, ?)",
+                                (row, np.ascontiguousarray(new.vector, dtype="<f4").tobytes()))
             for term, count in new.terms.items():
                 postings.append((self._term_id(term), row, count))
                 df_delta[term] += 1
@@ -226,12 +234,33 @@ class SQLiteStore(VaultTables):
         self.write_facts(doc_id, doc.facts, rows)
         return doc_id
 
+    @translated
+    def unembedded_chunks(self, after: int, limit: int) -> list[tuple[int, str, str]]:
+        """(chunk id, text hash, retrieval text) of chunks without a vector, id > after,
+        in id order."""
+        return self.db.execute(
+            "SELECT c.id, c.text_sha256, c.retrieval_text FROM chunks c WHERE c.id > ? AND "
+            "NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.chunk = c.id) ORDER BY c.id "
+            "LIMIT ?", (after, limit)).fetchall()
+
+    @translated
+    def add_vectors(self, rows: Sequence[tuple[int, str, np.ndarray]]) -> None:
+        """(chunk id, text hash, vector): each stored if that chunk still holds that text
+        and has none yet; inside a batch. The chunk takes the batch's generation, so
+        readers reload its vector."""
+        self.db.executemany(
+            "INSERT OR IGNORE INTO embeddings(chunk, vector) SELECT ?, ? WHERE EXISTS "
+            "(SELECT 1 FROM chunks WHERE id = ? AND text_sha256 = ?)",
+            [(i, np.ascontiguousarray(v, dtype="<f4").tobytes(), i, h) for i, h, v in rows])
+        self.db.executemany("UPDATE chunks SET generation = ? WHERE id = ?",
+                            [(self._writing_generation or 0, i) for i, _, _ in rows])
+
     def bulk_load(self):
         """Nothing to prepare on SQLite: the kernel's arrays are built when read."""
         return nullcontext()
 
     def _term_id(self, term: str) -> int:
-        term_id = self._terms.get(term)
+        term_id = self._read_terms().get(term)
         if term_id is None:
             term_id = self._next_term
             self._next_term += 1
