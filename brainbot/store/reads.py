@@ -142,6 +142,14 @@ class SharedReads:
                 self._sql("SELECT id, path, sha256, size, mtime_ns FROM documents "
                           "WHERE root = ?", (root,))}
 
+    def unembedded_chunks(self, after: int, limit: int) -> list[tuple[int, str, str]]:
+        """(chunk id, text hash, retrieval text) of chunks without a vector, id > after,
+        in id order."""
+        return self._sql(
+            "SELECT c.id, c.text_sha256, c.retrieval_text FROM chunks c WHERE c.id > ? AND "
+            "NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.chunk = c.id) ORDER BY c.id "
+            "LIMIT ?", (after, limit))
+
     # -- documents and chunks ------------------------------------------------------------
     def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
         return {r[0]: chunk_row(r) for r in self._sql_in(

@@ -208,15 +208,6 @@ class PostgresStore(PgVault):
         return self._pending.add(self.conn, doc, now_iso())
 
     @translated
-    def unembedded_chunks(self, after: int, limit: int) -> list[tuple[int, str, str]]:
-        """(chunk id, text hash, retrieval text) of chunks without a vector, id > after,
-        in id order."""
-        return self.conn.execute(
-            "SELECT c.id, c.text_sha256, c.retrieval_text FROM chunks c WHERE c.id > %s AND "
-            "NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.chunk = c.id) ORDER BY c.id "
-            "LIMIT %s", (after, limit)).fetchall()
-
-    @translated
     def add_vectors(self, rows: Sequence[tuple[int, str, np.ndarray]]) -> None:
         """(chunk id, text hash, vector): each stored if that chunk still holds that text
         and has none yet; inside a batch."""

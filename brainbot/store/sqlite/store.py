@@ -235,15 +235,6 @@ class SQLiteStore(VaultTables):
         return doc_id
 
     @translated
-    def unembedded_chunks(self, after: int, limit: int) -> list[tuple[int, str, str]]:
-        """(chunk id, text hash, retrieval text) of chunks without a vector, id > after,
-        in id order."""
-        return self.db.execute(
-            "SELECT c.id, c.text_sha256, c.retrieval_text FROM chunks c WHERE c.id > ? AND "
-            "NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.chunk = c.id) ORDER BY c.id "
-            "LIMIT ?", (after, limit)).fetchall()
-
-    @translated
     def add_vectors(self, rows: Sequence[tuple[int, str, np.ndarray]]) -> None:
         """(chunk id, text hash, vector): each stored if that chunk still holds that text
         and has none yet; inside a batch. The chunk takes the batch's generation, so
