@@ -310,7 +310,7 @@ def cmd_watch(args) -> int:
     def report(p) -> None:
         if args.json:
             print(_json_line({"root": p.root, "paths": p.paths, "error": p.error,
-                              "seconds": round(p.seconds, 3), **p.stats.to_dict()}),
+                              "missing_notes_kept": p.kept, "seconds": round(p.seconds, 3), **p.stats.to_dict()}),
                   flush=True)
         else:
             print(printable(p.line()), flush=True)
