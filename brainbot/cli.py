@@ -49,7 +49,9 @@ def cmd_index(args) -> int:
     if not args.paths and not args.prune:
         raise InputError("give the folders or files to index (or --prune alone)")
     with Indexer(args.db, precision=args.precision, rebuild=args.rebuild,
-                 progress=None if args.json else progress_printer()) as ix:
+                 progress=None if args.json else progress_printer(),
+                 embed=not args.no_embed,
+                 embed_progress=None if args.json else progress_printer(unit="chunk")) as ix:
         stats = ix.index_paths(args.paths)
         missing = missing_roots(ix.store)
         for root in missing if args.prune else ():
@@ -69,7 +71,18 @@ def cmd_index(args) -> int:
         if stats.language_note:
             _warn(f"note: {stats.language_note}")
         print(stats.summary())
+        print(_phase_line(stats), file=sys.stderr)
     return 0
+
+
+def _phase_line(stats) -> str:
+    """The one line the index ends with: how far the semantic phase got."""
+    if stats.partial:
+        return (f"brainbot: lexical phase done in {stats.lexical_seconds:.1f} s; "
+                f"{stats.embedded_line()}: run `brainbot index` again (or `watch`) to embed "
+                "the rest")
+    return (f"brainbot: semantic phase done: {stats.embedded:,} embedded in "
+            f"{stats.embed_seconds:.1f} s, {stats.embedded_line()}")
 
 
 def cmd_query(args) -> int:
@@ -325,6 +338,12 @@ def cmd_mcp(args) -> int:
     return serve(args.db, args.watch)
 
 
+def cmd_serve(args) -> int:
+    from brainbot.serve.http import serve
+
+    return serve(args.db, args.watch, host=args.host, port=args.port, token=args.token)
+
+
 def cmd_model(args) -> int:
     from brainbot.model import files as model
 
@@ -379,6 +398,9 @@ def _add_index(sub) -> None:
                    help="remove the notes of indexed roots not present on this machine")
     p.add_argument("--precision", choices=["fp32", "int8"], default="fp32",
                    help="embedding precision (int8 is measured in the README)")
+    p.add_argument("--no-embed", action="store_true",
+                   help="stop after the lexical phase (BM25, links, tags, filters); a later "
+                        "index or watch embeds the chunks")
     p.set_defaults(func=cmd_index)
 
 
@@ -511,6 +533,21 @@ def _add_mcp(sub) -> None:
     p.set_defaults(func=cmd_mcp)
 
 
+def _add_serve(sub) -> None:
+    p = sub.add_parser("serve", help="one warm daemon: MCP over HTTP, a JSON API and a page",
+                       epilog="Example: brainbot serve --db ~/notes.db --watch ~/notes "
+                              "(then open http://127.0.0.1:8765/)")
+    _db_option(p)
+    p.add_argument("--watch", nargs="+", metavar="PATH",
+                   help="also keep the index fresh from these folders")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (default 127.0.0.1; others need --token)")
+    p.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    p.add_argument("--token", default=None,
+                   help="require Authorization: Bearer TOKEN on every request")
+    p.set_defaults(func=cmd_serve)
+
+
 def _add_model(sub) -> None:
     p = sub.add_parser("model", help="get, export or show the embedding model",
                        epilog="Example: brainbot model pull")
@@ -534,8 +571,8 @@ def _add_copy(sub) -> None:
 
 
 COMMANDS = (_add_index, _add_query, _add_get, _add_links_and_tags, _add_chunks, _add_report,
-            _add_status_and_doctor, _add_eval, _add_ask, _add_watch, _add_mcp, _add_model,
-            _add_copy)
+            _add_status_and_doctor, _add_eval, _add_ask, _add_watch, _add_mcp, _add_serve,
+            _add_model, _add_copy)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -74,6 +74,7 @@ class ChunkRow:
     end_char: int
     text: str
     document: DocumentRow
+    embedded: bool = True  # has a vector: a partly embedded index holds chunks without
 
 
 @dataclass
@@ -103,7 +104,7 @@ class NewChunk:
 
     chunk: object  # chunking.Chunk
     text_sha256: str
-    vector: np.ndarray  # float32 (dim,), L2-normalised
+    vector: np.ndarray | None  # float32 (dim,), L2-normalised; None: not embedded yet
     terms: Counter
     length: int  # analyzed terms: BM25's document length
     english: bool | None = True  # language.looks_english of its retrieval text; None:
@@ -168,7 +169,8 @@ class Filter:
 DOC_COLUMNS = ("d.id, d.root, d.path, d.sha256, d.size, d.mtime_ns, d.title, d.kind, "
                "d.warnings, d.date, d.date_source")
 CHUNK_COLUMNS = ("c.id, c.chunk_id, c.heading_path, c.start_line, c.end_line, c.start_char, "
-                 "c.end_char, c.source_text, " + DOC_COLUMNS)
+                 "c.end_char, c.source_text, " + DOC_COLUMNS
+                 + ", EXISTS (SELECT 1 FROM embeddings e WHERE e.chunk = c.id)")
 CHUNK_RECORDS_SQL = ("SELECT c.chunk_id, c.chunk_index, c.source_text, c.retrieval_text, d.path, "
                      "c.heading_path, c.start_line, c.end_line, c.start_char, c.end_char, "
                      "c.source_tokens, c.retrieval_tokens FROM chunks c JOIN documents d "
@@ -183,9 +185,9 @@ def document_row(r) -> DocumentRow:
 
 def chunk_row(r) -> ChunkRow:
     """A ChunkRow from a row selecting CHUNK_COLUMNS."""
-    doc = document_row(r[8:])
+    doc = document_row(r[8:19])
     return ChunkRow(r[0], r[1], doc.path, doc.root, json.loads(r[2]), r[3], r[4], r[5], r[6],
-                    r[7], doc)
+                    r[7], doc, bool(r[19]))
 
 
 def chunk_record(r) -> dict:
@@ -276,6 +278,9 @@ class Store(Protocol):
     def touch_documents(self, updates: Sequence[tuple[int, int, int]]) -> None: ...
     def delete_documents(self, doc_ids: Sequence[int]) -> None: ...
     def add_document(self, doc: NewDocument) -> int: ...
+    # the semantic phase: chunks written without a vector, and their vectors
+    def unembedded_chunks(self, after: int, limit: int) -> list[tuple[int, str, str]]: ...
+    def add_vectors(self, rows: Sequence[tuple[int, str, np.ndarray]]) -> None: ...
     def bulk_load(self) -> AbstractContextManager: ...  # around a load into an empty index
 
     # -- the legs: (chunk ids int64, scores float32), best first, -1 / -inf padded ------

@@ -25,7 +25,7 @@ _CHUNKS = ("SELECT c.id, c.document_id, c.chunk_id, c.chunk_index, c.heading_pat
            "c.source_text, c.retrieval_text, c.start_line, c.end_line, c.start_char, "
            "c.end_char, c.source_tokens, c.retrieval_tokens, c.text_sha256, "
            "c.lexical_length, c.english, e.vector FROM chunks c "
-           "JOIN embeddings e ON e.chunk = c.id "
+           "LEFT JOIN embeddings e ON e.chunk = c.id "
            "WHERE c.document_id = ANY(%s) ORDER BY c.document_id, c.chunk_index")
 _POSTINGS = ("SELECT p.chunk, t.term, p.tf FROM postings p JOIN terms t ON t.id = p.term "
              "WHERE p.chunk = ANY(%s)")
@@ -45,7 +45,9 @@ def export(conn) -> Iterator[NewDocument]:
         by_doc: dict[int, list] = defaultdict(list)
         paths = {d[0]: d[2] for d in docs}
         for r in rows:
-            by_doc[r[1]].append(new_chunk(r, paths[r[1]], r[16].to_numpy(), terms[r[0]]))
+            by_doc[r[1]].append(new_chunk(r, paths[r[1]],
+                                            None if r[16] is None else r[16].to_numpy(),
+                                            terms[r[0]]))
         facts = export_facts(conn, docs)
         for d in docs:
             yield new_document(d, by_doc[d[0]], facts[d[0]])
@@ -53,9 +55,9 @@ def export(conn) -> Iterator[NewDocument]:
 
 # name, the count of rows breaking an invariant (0 when it holds)
 _CHECKS = [
-    ("chunks without a vector",
-     "SELECT count(*) FROM chunks c WHERE NOT EXISTS "
-     "(SELECT 1 FROM embeddings e WHERE e.chunk = c.id)"),
+    ("vectors of a chunk whose text changed",  # (chunks without one: a partial index)
+     "SELECT count(*) FROM embeddings e WHERE NOT EXISTS "
+     "(SELECT 1 FROM chunks c WHERE c.id = e.chunk)"),
     ("postings of a missing chunk",
      "SELECT count(*) FROM postings p WHERE NOT EXISTS "
      "(SELECT 1 FROM chunks c WHERE c.id = p.chunk)"),

@@ -253,6 +253,27 @@ class PostgresStore(PgVault):
             raise StoreError(f"{self.target}: writes go inside store.batch()")
         return self._pending.add(self.conn, doc, now_iso())
 
+    @_translated
+    def unembedded_chunks(self, after: int, limit: int) -> list[tuple[int, str, str]]:
+        """(chunk id, text hash, retrieval text) of chunks without a vector, id > after,
+        in id order."""
+        return self.conn.execute(
+            "SELECT c.id, c.text_sha256, c.retrieval_text FROM chunks c WHERE c.id > %s AND "
+            "NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.chunk = c.id) ORDER BY c.id "
+            "LIMIT %s", (after, limit)).fetchall()
+
+    @_translated
+    def add_vectors(self, rows: Sequence[tuple[int, str, np.ndarray]]) -> None:
+        """(chunk id, text hash, vector): each stored if that chunk still holds that text
+        and has none yet; inside a batch."""
+        self._flushed()
+        with self.conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO embeddings(chunk, vector) SELECT %s, %s WHERE EXISTS "
+                "(SELECT 1 FROM chunks WHERE id = %s AND text_sha256 = %s) "
+                "ON CONFLICT (chunk) DO NOTHING",
+                [(i, np.ascontiguousarray(v, np.float32), i, h) for i, h, v in rows])
+
     @contextmanager
     def bulk_load(self) -> Iterator[None]:
         """Around a load into an empty index: the HNSW index is dropped and built once

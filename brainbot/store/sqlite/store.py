@@ -132,7 +132,7 @@ class SQLiteStore(VaultTables):
         self.db = db
         self.lock = lock
         self._meta: dict[str, str] | None = None
-        self._terms: dict[str, int] = {}
+        self._terms: dict[str, int] | None = None
         self._next_term = 1
         self._writing_generation: int | None = None
         self._index: KernelIndex | None = None
@@ -258,8 +258,15 @@ class SQLiteStore(VaultTables):
             self._writing_generation = None
 
     def _load_terms(self) -> None:
-        self._terms = dict(self.db.execute("SELECT term, id FROM terms"))
-        self._next_term = max(self._terms.values(), default=0) + 1
+        """Forget the term ids; the next ``_term_id`` reads them (a writer that only adds
+        vectors, as the semantic phase does, never reads the vocabulary)."""
+        self._terms = None
+
+    def _read_terms(self) -> dict[str, int]:
+        if self._terms is None:
+            self._terms = dict(self.db.execute("SELECT term, id FROM terms"))
+            self._next_term = max(self._terms.values(), default=0) + 1
+        return self._terms
 
     @_translated
     def known_documents(self, root: str) -> dict[str, DocState]:
@@ -320,8 +327,9 @@ class SQLiteStore(VaultTables):
                  c.source_tokens, c.retrieval_tokens, new.text_sha256, new.length,
                  self._writing_generation or 0,
                  None if new.english is None else int(new.english))).lastrowid
-            self.db.execute("INSERT INTO embeddings(chunk, vector) VALUES (?, ?)",
-                            (row, np.ascontiguousarray(new.vector, dtype="<f4").tobytes()))
+            if new.vector is not None:  # None: the semantic phase embeds it later
+                self.db.execute("INSERT INTO embeddings(chunk, vector) VALUES (?, ?)",
+                                (row, np.ascontiguousarray(new.vector, dtype="<f4").tobytes()))
             for term, count in new.terms.items():
                 postings.append((self._term_id(term), row, count))
                 df_delta[term] += 1
@@ -331,12 +339,33 @@ class SQLiteStore(VaultTables):
         self.write_facts(doc_id, doc.facts, rows)
         return doc_id
 
+    @_translated
+    def unembedded_chunks(self, after: int, limit: int) -> list[tuple[int, str, str]]:
+        """(chunk id, text hash, retrieval text) of chunks without a vector, id > after,
+        in id order."""
+        return self.db.execute(
+            "SELECT c.id, c.text_sha256, c.retrieval_text FROM chunks c WHERE c.id > ? AND "
+            "NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.chunk = c.id) ORDER BY c.id "
+            "LIMIT ?", (after, limit)).fetchall()
+
+    @_translated
+    def add_vectors(self, rows: Sequence[tuple[int, str, np.ndarray]]) -> None:
+        """(chunk id, text hash, vector): each stored if that chunk still holds that text
+        and has none yet; inside a batch. The chunk takes the batch's generation, so
+        readers reload its vector."""
+        self.db.executemany(
+            "INSERT OR IGNORE INTO embeddings(chunk, vector) SELECT ?, ? WHERE EXISTS "
+            "(SELECT 1 FROM chunks WHERE id = ? AND text_sha256 = ?)",
+            [(i, np.ascontiguousarray(v, dtype="<f4").tobytes(), i, h) for i, h, v in rows])
+        self.db.executemany("UPDATE chunks SET generation = ? WHERE id = ?",
+                            [(self._writing_generation or 0, i) for i, _, _ in rows])
+
     def bulk_load(self):
         """Nothing to prepare on SQLite: the kernel's arrays are built when read."""
         return nullcontext()
 
     def _term_id(self, term: str) -> int:
-        term_id = self._terms.get(term)
+        term_id = self._read_terms().get(term)
         if term_id is None:
             term_id = self._next_term
             self._next_term += 1
@@ -466,7 +495,7 @@ class SQLiteStore(VaultTables):
         by_doc: dict[int, list] = {d[0]: [] for d in docs}
         paths = {d[0]: d[2] for d in docs}
         for r in rows:
-            vector = np.frombuffer(r[16], dtype="<f4").copy()
+            vector = None if r[16] is None else np.frombuffer(r[16], dtype="<f4").copy()
             by_doc[r[1]].append(new_chunk(r, paths[r[1]], vector, terms[r[0]]))
         facts = self.export_facts(docs)
         for d in docs:
@@ -506,5 +535,5 @@ _EXPORT_CHUNKS = ("SELECT c.id, c.document_id, c.chunk_id, c.chunk_index, c.head
                   "c.source_text, c.retrieval_text, c.start_line, c.end_line, c.start_char, "
                   "c.end_char, c.source_tokens, c.retrieval_tokens, c.text_sha256, "
                   "c.lexical_length, c.english, e.vector FROM chunks c "
-                  "JOIN embeddings e ON e.chunk = c.id "
+                  "LEFT JOIN embeddings e ON e.chunk = c.id "
                   "WHERE c.document_id IN ({}) ORDER BY c.document_id, c.chunk_index")

@@ -1,0 +1,258 @@
+"""`brainbot serve`: one warm daemon on loopback with MCP over HTTP, a JSON API and a page.
+
+One process holds the Searcher (model, vectors, postings loaded once, reloaded by the
+index's generation like `brainbot mcp`). It serves, on one port:
+
+- ``/mcp``: the stdio server's own tools (``serve/mcp.build``) over the MCP SDK's
+  Streamable HTTP transport (stateless, JSON responses);
+- ``/api/...``: the same records as the CLI's ``--json`` and the MCP tools;
+- ``/``: the page, from the package's static files.
+
+Security: bound to loopback by default. Every request whose ``Host`` is not a loopback
+name with this port, or whose ``Origin`` is not this server's own origin, gets 403
+(DNS rebinding: a web page cannot reach the daemon through a name it controls). No CORS
+headers are ever sent. A non-loopback ``--host`` needs ``--token``, and then every request
+needs ``Authorization: Bearer <token>``. Bad input is a 400 carrying brainbot's one-line
+message as JSON; an unexpected failure is a 500 with one line, and the daemon goes on.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import logging
+import threading
+from importlib import resources
+
+from brainbot.errors import BrainbotError, InputError
+
+log = logging.getLogger("brainbot.serve.http")
+
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+STATIC_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
+                ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
+MAX_BODY = 64 * 1024
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class Guard:
+    """ASGI middleware: the Host, Origin and token rules, before anything else runs."""
+
+    def __init__(self, app, port: int, token: str | None, loopback: bool) -> None:
+        self.app, self.port, self.token, self.loopback = app, port, token, loopback
+
+    def refusal(self, headers: dict[str, str]) -> tuple[int, str] | None:
+        host = headers.get("host", "")
+        if self.loopback and host not in {f"{n}:{self.port}" for n in LOOPBACK_NAMES}:
+            return 403, f"refused: Host {host!r} is not this server (127.0.0.1:{self.port})"
+        origin = headers.get("origin")
+        if origin is not None and origin != f"http://{host}":
+            return 403, f"refused: Origin {origin!r} is not this server's origin"
+        if self.token is not None:
+            given = headers.get("authorization", "")
+            if not hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode()):
+                return 401, "refused: this server needs Authorization: Bearer <token>"
+        return None
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1")
+                   for k, v in scope.get("headers", ())}
+        refused = self.refusal(headers)
+        if refused is None:
+            return await self.app(scope, receive, send)
+        from starlette.responses import JSONResponse
+
+        await JSONResponse({"error": refused[1]}, status_code=refused[0])(scope, receive, send)
+
+
+class Api:
+    """The JSON API's handlers: each runs the Service's body in a worker thread, under
+    the Service's lock, and maps brainbot's errors to 400."""
+
+    def __init__(self, service) -> None:
+        self.service = service
+
+    async def run(self, fn, *args):
+        from starlette.concurrency import run_in_threadpool
+        from starlette.responses import JSONResponse
+
+        def locked():
+            with self.service.lock:
+                return fn(*args)
+
+        try:
+            return JSONResponse(await run_in_threadpool(locked))
+        except BrainbotError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        except Exception as exc:  # noqa: BLE001 - one request fails, the daemon goes on
+            log.exception("request failed")
+            return JSONResponse({"error": f"internal error: {type(exc).__name__}"},
+                                status_code=500)
+
+    async def search(self, request):
+        body = await _json_body(request)
+        if isinstance(body, BrainbotError):
+            return _bad(body)
+        try:
+            args = _search_args(body)
+        except InputError as exc:
+            return _bad(exc)
+        return await self.run(lambda: {"hits": self.service.search(*args)["hits"]})
+
+    async def get(self, request):
+        ref = request.query_params.get("ref")
+        if not ref:
+            return _bad(InputError("give ref=PATH[:LINE[:COUNT]] or a chunk id"))
+        count = request.query_params.get("count")
+        if count is not None and not count.isdigit():
+            return _bad(InputError("count must be a whole number"))
+        return await self.run(self.service.get, ref, int(count) if count else None)
+
+    async def ask(self, request):
+        body = await _json_body(request)
+        if isinstance(body, BrainbotError):
+            return _bad(body)
+        question = body.get("question")
+        if not isinstance(question, str) or not question.strip():
+            return _bad(InputError("give {\"question\": \"...\"}"))
+        return await self.run(self.service.ask, question)
+
+    async def status(self, request):
+        return await self.run(self.service.status)
+
+    async def health(self, request):
+        from starlette.responses import JSONResponse
+
+        return JSONResponse({"ok": True})
+
+
+def _bad(exc: BrainbotError):
+    from starlette.responses import JSONResponse
+
+    return JSONResponse({"error": str(exc)}, status_code=400)
+
+
+async def _json_body(request):
+    raw = await request.body()
+    if len(raw) > MAX_BODY:
+        return InputError(f"the request body is over {MAX_BODY} bytes")
+    try:
+        body = json.loads(raw or b"{}")
+    except (ValueError, UnicodeDecodeError) as exc:
+        return InputError(f"the request body is not JSON: {exc}")
+    return body if isinstance(body, dict) else InputError("the request body must be an object")
+
+
+SEARCH_FIELDS = {"query": str, "k": int, "mode": str, "path": str, "tag": str, "since": str,
+                 "before": str, "linked_to": str}
+
+
+def _search_args(body: dict) -> tuple:
+    """Service.search's arguments from a request body, each field's type checked."""
+    for name, value in body.items():
+        kind = SEARCH_FIELDS.get(name)
+        if kind is None:
+            raise InputError(f"unknown field {name!r}; fields: {', '.join(SEARCH_FIELDS)}")
+        if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+            raise InputError(f"{name} must be a {kind.__name__}")
+    query = body.get("query")
+    if not query or not query.strip():
+        raise InputError("give {\"query\": \"...\"}")
+    k = 10 if body.get("k") is None else body["k"]
+    if not 1 <= k <= 50:
+        raise InputError("k must be from 1 to 50")
+    return (query, k, body.get("mode") or "hybrid", body.get("path"), body.get("tag"),
+            body.get("since"), body.get("before"), body.get("linked_to"))
+
+
+async def static(request):
+    """The page and its files: only names in the package's static folder."""
+    from starlette.responses import JSONResponse, Response
+
+    name = request.path_params.get("name") or "index.html"
+    folder = resources.files("brainbot.serve") / "static"
+    kind = STATIC_TYPES.get("." + name.rsplit(".", 1)[-1]) if "." in name else None
+    if kind is None or "/" in name or name.startswith(".") or not (folder / name).is_file():
+        return JSONResponse({"error": "not found"}, status_code=404)
+    return Response((folder / name).read_bytes(), media_type=kind,
+                    headers={"Cache-Control": "no-cache",
+                             "Content-Security-Policy": "default-src 'self'",
+                             "X-Content-Type-Options": "nosniff"})
+
+
+def make_app(service, port: int, token: str | None = None, loopback: bool = True):
+    """The whole ASGI app: the SDK's Streamable HTTP app for /mcp, our routes, the guard."""
+    from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.routing import Route
+
+    from .mcp import build
+
+    server = build(service)
+    app = server.streamable_http_app(
+        stateless_http=True, json_response=True,
+        # The Guard checks Host and Origin for every path, /mcp included.
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+    api = Api(service)
+    app.router.routes.extend([
+        Route("/health", api.health, methods=["GET"]),
+        Route("/api/status", api.status, methods=["GET"]),
+        Route("/api/search", api.search, methods=["POST"]),
+        Route("/api/get", api.get, methods=["GET"]),
+        Route("/api/ask", api.ask, methods=["POST"]),
+        Route("/", static, methods=["GET"]),
+        Route("/static/{name}", static, methods=["GET"]),
+    ])
+    return Guard(app, port, token, loopback)
+
+
+def check_bind(host: str, token: str | None) -> bool:
+    """Whether ``host`` is loopback; a non-loopback one without a token is refused."""
+    loopback = is_loopback(host)
+    if not loopback and not token:
+        raise InputError(f"--host {host} is reachable from other machines; give --token T "
+                         "(then every request needs Authorization: Bearer T)")
+    return loopback
+
+
+def serve(db, watch_paths=None, host: str = "127.0.0.1", port: int = 8765,
+          token: str | None = None) -> int:
+    """Serve until SIGINT/SIGTERM; with ``watch_paths``, keep the index fresh meanwhile."""
+    import sys
+
+    import uvicorn
+
+    from .mcp import _open, _stop, _watch, _watcher
+
+    loopback = check_bind(host, token)
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
+                        format="brainbot serve: %(message)s")
+    logging.getLogger("brainbot").setLevel(logging.INFO)
+    watcher = _watcher(db, watch_paths) if watch_paths else None
+    service = _open(db, watcher)
+    service.warm()
+    if watcher is not None:
+        watcher.share(service.searcher.embedder)
+        thread = threading.Thread(target=_watch, args=(watcher,), name="watch", daemon=True)
+        service.watching = (watcher, thread)
+        thread.start()
+    app = make_app(service, port, token, loopback)
+    log.info("serving http://%s:%d/ (MCP at /mcp)", host, port)
+    try:
+        uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
+                                      access_log=False, lifespan="on")).run()
+    finally:
+        if watcher is not None:
+            _stop(watcher, thread)
+        service.searcher.close()
+    return 0

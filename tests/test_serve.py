@@ -1,0 +1,267 @@
+"""`brainbot serve`: a real daemon process, driven over HTTP (JSON API, the official MCP
+client over Streamable HTTP) and checked for the Host, Origin and token rules."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+from conftest import EXAMPLES, copy_tree
+
+TOOLS = {"search", "get", "status", "ask"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Daemon:
+    """`brainbot serve` in a child process, on a free port, stopped with SIGTERM."""
+
+    def __init__(self, db: Path, *extra: str, host: str = "127.0.0.1") -> None:
+        self.port = free_port()
+        self.host = host
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC")}
+        self.log = open(Path(str(db) + f".serve-{self.port}.log"), "w+")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "brainbot", "serve", "--db", str(db), "--host", host,
+             "--port", str(self.port), *extra], env=env, stdout=self.log, stderr=self.log)
+        self.wait_ready()
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.output()
+            try:
+                with socket.create_connection((self.host, self.port), timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise AssertionError("serve did not start: " + self.output())
+
+    def output(self) -> str:
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
+
+    def request(self, method: str, path: str, body=None, headers=None):
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
+        data = json.dumps(body).encode() if body is not None and not isinstance(
+            body, bytes) else body
+        conn.request(method, path, body=data, headers={"Content-Type": "application/json",
+                                                        **(headers or {})})
+        resp = conn.getresponse()
+        raw = resp.read()
+        conn.close()
+        return resp.status, dict(resp.getheaders()), raw
+
+    def json(self, method: str, path: str, body=None, headers=None):
+        status, _, raw = self.request(method, path, body, headers)
+        return status, json.loads(raw)
+
+    def stop(self) -> int:
+        self.proc.terminate()
+        try:
+            return self.proc.wait(timeout=30)
+        finally:
+            self.log.close()
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory):
+    from brainbot.index.indexer import Indexer
+
+    folder = tmp_path_factory.mktemp("serve")
+    db = folder / "notes.db"
+    with Indexer(db) as ix:
+        ix.index_paths([EXAMPLES])
+    d = Daemon(db)
+    yield d
+    assert d.stop() in (0, -15)  # uvicorn re-raises the SIGTERM it handled
+
+
+def test_health_status_search_get_ask(daemon):
+    assert daemon.json("GET", "/health") == (200, {"ok": True})
+    status, info = daemon.json("GET", "/api/status")
+    assert status == 200 and info["documents"] > 0
+    status, found = daemon.json("POST", "/api/search", {"query": "sourdough starter", "k": 3})
+    assert status == 200 and len(found["hits"]) == 3
+    hit = found["hits"][0]
+    assert {"chunk_id", "path", "heading_path", "start_line", "end_line", "score", "text",
+            "stale"} <= set(hit)
+    assert "sourdough" in hit["path"].lower() or "sourdough" in hit["text"].lower()
+    status, lines = daemon.json("GET", f"/api/get?ref={hit['path']}:{hit['start_line']}:3")
+    assert status == 200 and [x["line"] for x in lines["lines"]] == [
+        hit["start_line"], hit["start_line"] + 1, hit["start_line"] + 2]
+    status, answer = daemon.json("POST", "/api/ask",
+                                 {"question": "How often do I feed the sourdough starter?"})
+    assert status == 200 and answer["citations"], answer
+
+
+def test_same_records_as_cli_json(daemon, tmp_path):
+    db = daemon.proc.args[daemon.proc.args.index("--db") + 1]
+    out = subprocess.run([sys.executable, "-m", "brainbot", "query", "proofing dough", "-k",
+                          "4", "--json", "--db", db], capture_output=True, text=True,
+                         check=True).stdout
+    status, found = daemon.json("POST", "/api/search", {"query": "proofing dough", "k": 4})
+    assert status == 200 and found["hits"] == json.loads(out)
+
+
+@pytest.mark.parametrize("method,path,body,needle", [
+    ("POST", "/api/search", {"query": "x", "k": 0}, "k must be"),
+    ("POST", "/api/search", {"query": "x", "mode": "fuzzy"}, "mode"),
+    ("POST", "/api/search", {"query": ""}, "query"),
+    ("POST", "/api/search", {"query": "x", "k": "3"}, "k must be a int"),
+    ("POST", "/api/search", {"query": "x", "nope": 1}, "unknown field"),
+    ("POST", "/api/search", b"{not json", "not JSON"),
+    ("POST", "/api/search", [1, 2], "must be an object"),
+    ("POST", "/api/search", {"query": "x", "since": "3000y"}, ""),
+    ("GET", "/api/get?ref=no/such/note.md", None, ""),
+    ("GET", "/api/get", None, "ref"),
+    ("GET", "/api/get?ref=a.md&count=x", None, "count"),
+    ("POST", "/api/ask", {"question": 3}, "question"),
+])
+def test_bad_input_is_a_4xx_with_one_line(daemon, method, path, body, needle):
+    status, reply = daemon.json(method, path, body)
+    assert 400 <= status < 500, reply
+    assert isinstance(reply["error"], str) and "\n" not in reply["error"]
+    assert needle in reply["error"]
+    assert daemon.json("GET", "/health")[0] == 200  # still serving
+
+
+def test_foreign_host_and_origin_are_refused(daemon):
+    p = daemon.port
+    for headers in ({"Host": f"evil.example:{p}"}, {"Host": "127.0.0.1:1"},
+                    {"Host": f"attacker.com:{p}"},
+                    {"Origin": "http://evil.example"}, {"Origin": f"http://localhost:{p}"},
+                    {"Origin": "null"}):
+        for path in ("/health", "/api/status", "/mcp", "/"):
+            status, hdrs, raw = daemon.request("GET" if path != "/mcp" else "POST", path,
+                                               {} if path == "/mcp" else None, headers)
+            assert status == 403, (headers, path, status, raw)
+            assert "access-control-allow-origin" not in {k.lower() for k in hdrs}
+    status, _, _ = daemon.request("GET", "/health", None,
+                                  {"Origin": f"http://127.0.0.1:{p}"})
+    assert status == 200
+    status, _, _ = daemon.request("GET", "/health", None,
+                                  {"Host": f"localhost:{p}", "Origin": f"http://localhost:{p}"})
+    assert status == 200
+
+
+def test_no_cors_and_only_package_files(daemon):
+    status, hdrs, _ = daemon.request("OPTIONS", "/api/search", None,
+                                     {"Access-Control-Request-Method": "POST"})
+    assert "access-control-allow-origin" not in {k.lower() for k in hdrs}
+    for path in ("/static/../http.py", "/static/..%2fhttp.py", "/static/http.py",
+                 "/etc/passwd", "/static/.hidden.js"):
+        assert daemon.request("GET", path)[0] == 404, path
+
+
+def test_non_loopback_host_needs_a_token(examples_db):
+    r = subprocess.run([sys.executable, "-m", "brainbot", "serve", "--db", str(examples_db),
+                        "--host", "0.0.0.0", "--port", str(free_port())],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--token" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_token_rule(examples_db, tmp_path):
+    db = copy_tree(examples_db.parent, tmp_path / "copy") / examples_db.name
+    d = Daemon(db, "--token", "s3cret", host="0.0.0.0")
+    d.host = "127.0.0.1"
+    try:
+        assert d.request("GET", "/health")[0] == 401
+        assert d.request("GET", "/health", None, {"Authorization": "Bearer nope"})[0] == 401
+        ok = {"Authorization": "Bearer s3cret"}
+        assert d.json("GET", "/health", None, ok) == (200, {"ok": True})
+        assert d.request("POST", "/api/search", {"query": "bread"}, ok)[0] == 200
+    finally:
+        assert d.stop() in (0, -15)  # uvicorn re-raises the SIGTERM it handled
+
+
+def test_official_mcp_client_over_http(daemon):
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def main():
+        async with streamable_http_client(f"http://127.0.0.1:{daemon.port}/mcp") as streams:
+            async with ClientSession(streams[0], streams[1]) as s:
+                await s.initialize()
+                tools = {t.name: t for t in (await s.list_tools()).tools}
+                found = await s.call_tool("search", {"query": "sourdough starter", "k": 2})
+                hit = found.structured_content["hits"][0]
+                got = await s.call_tool("get", {"ref": f"{hit['path']}:{hit['start_line']}",
+                                                "count": 2})
+                status = await s.call_tool("status", {})
+                asked = await s.call_tool("ask", {"question": "How often do I feed the "
+                                                              "starter?"})
+                bad = await s.call_tool("search", {"query": "x", "k": 0})
+                return tools, found, got, status, asked, bad
+
+    tools, found, got, status, asked, bad = anyio.run(main)
+    assert set(tools) >= TOOLS
+    assert all(t.annotations.read_only_hint for t in tools.values())
+    assert not found.is_error and len(found.structured_content["hits"]) == 2
+    assert len(got.structured_content["lines"]) == 2
+    assert status.structured_content["documents"] > 0
+    assert asked.structured_content["citations"]
+    assert bad.is_error
+
+
+def test_concurrent_clients_while_a_watch_reindexes(tmp_path):
+    """8 clients x 50 requests while the daemon's own watch indexes a vault that keeps
+    changing: every reply is a 200 with a valid record."""
+    vault = copy_tree(EXAMPLES, tmp_path / "vault")
+    d = Daemon(tmp_path / "w.db", "--watch", str(vault))
+    errors: list = []
+    stop = threading.Event()
+
+    def churn():
+        n = 0
+        while not stop.is_set():
+            (vault / f"churn-{n % 5}.md").write_text(f"# Churn {n}\n\nzeppelin {n}\n" * 20)
+            n += 1
+            time.sleep(0.3)
+
+    def client(i):
+        for j in range(50):
+            try:
+                if j % 3 == 2:
+                    status, reply = d.json("GET", "/api/status")
+                    ok = status == 200 and "documents" in reply
+                else:
+                    status, reply = d.json("POST", "/api/search",
+                                           {"query": ["sourdough", "zeppelin"][j % 2], "k": 3})
+                    ok = status == 200 and isinstance(reply.get("hits"), list) and all(
+                        "path" in h for h in reply["hits"])
+                if not ok:
+                    errors.append((i, j, status, reply))
+            except Exception as exc:  # noqa: BLE001 - collected, asserted below
+                errors.append((i, j, repr(exc)))
+
+    writer = threading.Thread(target=churn)
+    writer.start()
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(8)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        stop.set()
+        writer.join()
+        assert d.stop() in (0, -15)  # uvicorn re-raises the SIGTERM it handled
+    # An index still being created may answer 400 'no documents' at first: only 5xx, a
+    # broken reply or a dropped connection are failures.
+    real = [e for e in errors if len(e) != 4 or not 400 <= e[2] < 500]
+    assert not real, real[:5]
