@@ -1,4 +1,11 @@
-"""Building and updating the index: discover → read → chunk → embed → write.
+"""Building and updating the index, in two phases.
+
+Lexical phase: discover → read → chunk (on every usable core) → write documents, chunks,
+postings, links, tags and dates, in committed batches. At its end every note is
+searchable by BM25, links, tags and the filters. Semantic phase: the chunks that have no
+vector are embedded and their vectors written, one committed batch at a time, the writer
+lock taken for each write and released while the model runs, so a `brainbot index` can
+run between two batches. A partly embedded index is a normal state: search says so.
 
 Incremental: a file whose size and mtime match the stored row is skipped unread; one
 whose bytes hash the same is only touched. A changed file is re-chunked, and any chunk
@@ -6,9 +13,10 @@ whose retrieval text already has a vector (in this file, another file, or a rena
 reuses it, so only new text reaches the embedder. Files that disappeared leave with their
 chunks, vectors and postings.
 
-Resumable: work is written one batch per transaction (documents, chunks, vectors and
-postings together), so a killed run keeps every committed batch and the next run picks
-up what is left. A second indexer on the same index is refused while one runs (the
+Resumable: work is written one batch per transaction, so a killed run keeps every
+committed batch and the next run picks up what is left: the notes not yet written, then
+the chunks not yet embedded (a text's vector does not depend on its batch, so the result
+is the clean index's, bit for bit). A second indexer on the same index is refused while one runs (the
 store's writer lock).
 
 This module talks to the index only through the store interface (``store/interface.py``), so it
@@ -35,6 +43,10 @@ from brainbot.text.documents import Chunked, Document
 # Chunks per write transaction. Small enough that a kill loses seconds of work, large
 # enough that embedding batches stay full (8 texts per ONNX batch was fastest here).
 BATCH_CHUNKS = 64
+# Chunks per semantic-phase batch: one write transaction and one take of the writer lock.
+# About 8 s of the model on 2 cores; a kill loses at most that.
+EMBED_CHUNKS = 256
+LOCK_RETRY_SECONDS = 0.25  # the semantic phase waits this long between takes of a busy lock
 
 
 class _Pending:
@@ -65,7 +77,10 @@ class IndexStats:
     unchanged: int = 0
     removed: int = 0
     chunks: int = 0
-    embedded: int = 0
+    embedded: int = 0  # texts embedded by this run
+    vectors: int = 0  # chunks of the index that have a vector, at the end
+    lexical_seconds: float = 0.0  # start to the end of the lexical phase
+    embed_seconds: float = 0.0  # the semantic phase
     seconds: float = 0.0
     skipped: list[notes.Problem] = field(default_factory=list)
     warnings: list[notes.Problem] = field(default_factory=list)
@@ -77,9 +92,19 @@ class IndexStats:
                 f"{self.removed:,} removed · {self.chunks:,} chunks · {self.embedded:,} embedded"
                 f" · {self.seconds:.1f} s")
 
+    @property
+    def partial(self) -> bool:
+        return self.vectors < self.chunks
+
+    def embedded_line(self) -> str:
+        """The count every surface shows: "4,210 of 5,674 chunks embedded"."""
+        return embedded_line(self.vectors, self.chunks)
+
     def to_dict(self) -> dict:
         return {"new": self.new, "updated": self.updated, "unchanged": self.unchanged,
                 "removed": self.removed, "chunks": self.chunks, "embedded": self.embedded,
+                "vectors": self.vectors, "lexical_seconds": round(self.lexical_seconds, 3),
+                "embed_seconds": round(self.embed_seconds, 3),
                 "seconds": round(self.seconds, 3),
                 "skipped": [{"path": p.path, "reason": p.reason} for p in self.skipped],
                 "warnings": [{"path": p.path, "reason": p.reason} for p in self.warnings],
@@ -92,11 +117,14 @@ def _sha256_text(text: str) -> str:
 
 class Indexer:
     """Writes documents into one index through its store. Use as a context manager: the
-    store's writer lock is held from enter to exit."""
+    store's writer lock is held from enter to exit, except while the semantic phase runs
+    the model (it is taken again for each batch's write)."""
 
     def __init__(self, db_path, *, precision: str = "fp32", embedder=None, params=None,
                  rebuild: bool = False, progress: Callable[[int, int], None] | None = None,
-                 stop=None):
+                 stop=None, embed: bool = True,
+                 embed_progress: Callable[[int, int], None] | None = None,
+                 workers: int | None = None):
         from brainbot.store.identity import current
         from brainbot.text.chunking import ChunkParams
         from brainbot.text.tokens import TokenCounter
@@ -108,6 +136,9 @@ class Indexer:
         self._embedder = embedder
         self.counter = TokenCounter()
         self.progress = progress
+        self.embed_progress = embed_progress
+        self.embed = embed  # False: stop after the lexical phase (--no-embed)
+        self.workers = workers  # chunking processes; None: every usable core
         self.rebuild = rebuild
         self.stats = IndexStats()
         self.store = None
@@ -138,6 +169,23 @@ class Indexer:
         except Exception:  # noqa: BLE001
             if exc_type is None:  # else the error in flight is the one to report
                 raise
+
+    def _release(self) -> None:
+        """Close the store: the writer lock is free while the model runs."""
+        store, self.store = self.store, None
+        store.close()
+
+    def _retake(self) -> None:
+        """Open the store again, waiting while another writer holds the lock."""
+        from brainbot.errors import StoreBusyError
+
+        while True:
+            self._check_stop()
+            try:
+                self.store = open_store(self.db_path, write=True, identity=self.identity)
+                return
+            except StoreBusyError:
+                time.sleep(LOCK_RETRY_SECONDS)
 
     @property
     def embedder(self):
@@ -180,12 +228,17 @@ class Indexer:
         return self.finish()
 
     def finish(self) -> IndexStats:
-        """Resolve links if anything changed, and total up."""
+        """Resolve links if anything changed, end the lexical phase, run the semantic
+        phase (unless ``embed`` is False), and total up."""
         if self.dirty or self.stats.removed:
             with self.store.batch():
                 self.store.resolve_links()
             self.dirty = False
-        self.stats.chunks = self.store.chunk_count()
+        self.stats.lexical_seconds = time.perf_counter() - self.started
+        if self.embed:
+            self.embed_missing()
+        counts = self.store.counts()
+        self.stats.chunks, self.stats.vectors = counts["chunks"], counts["embeddings"]
         other, known = self.store.language_share()
         self.stats.non_english = other / known if known else 0.0
         if self.stats.non_english >= language.NON_ENGLISH_WARN:
@@ -200,7 +253,50 @@ class Indexer:
         self._index_documents(root, ((d.relpath, d) for d in docs), scope,
                               self.store.known_documents(root))
 
-    # -- steps ----------------------------------------------------------------------------
+    # -- the semantic phase ---------------------------------------------------------------
+    def embed_missing(self) -> int:
+        """Embed every chunk without a vector, one committed batch at a time, in chunk-id
+        order; the writer lock is released while the model runs. Returns how many texts
+        were embedded. A second pass from the start catches chunks written meanwhile
+        behind the cursor (by another `brainbot index`)."""
+        started = time.perf_counter()
+        counts = self.store.counts()
+        total, done = counts["chunks"], counts["embeddings"]
+        after = 0
+        while True:
+            self._check_stop()
+            rows = self.store.unembedded_chunks(after, EMBED_CHUNKS)
+            if not rows and after:
+                after = 0
+                continue
+            if not rows:
+                break
+            after = rows[-1][0]
+            self._embed_batch(rows)
+            done += len(rows)
+            if self.embed_progress:
+                self.embed_progress(min(done, total), total)
+        self.stats.embed_seconds += time.perf_counter() - started
+        return self.stats.embedded
+
+    def _embed_batch(self, rows: list[tuple[int, str, str]]) -> None:
+        """One batch: vectors reused by text hash where the index has them, the rest
+        embedded with the lock released, then written in one transaction."""
+        found = self.store.vectors_for([h for _, h, _ in rows])
+        todo = {h: text for _, h, text in rows if h not in found}
+        if todo:
+            self._release()
+            try:
+                found.update(zip(todo, self.embedder.embed(list(todo.values())),
+                                 strict=True))
+            finally:
+                self._retake()
+        self._check_stop()
+        with self.store.batch():
+            self.store.add_vectors([(i, h, found[h]) for i, h, _ in rows])
+        self.stats.embedded += len(todo)
+
+    # -- the lexical phase ----------------------------------------------------------------
     def _changed(self, root: documents.Root, known: dict):
         """(relpath, Document or None): None for a file whose size and mtime match the
         index, which is never read (unless its vault facts are still to be filled). An
@@ -218,20 +314,40 @@ class Indexer:
             except notes.UnreadableNote as exc:
                 self.stats.skipped.append(notes.Problem(note.relpath, str(exc)))
 
+    def _chunked(self, items, known: dict):
+        """((relpath, Document or None), Chunked or None) in input order, chunked on
+        every usable core: a document is chunked when it is new or changed, or when its
+        vault facts are to be filled."""
+        from brainbot.text.parallel import chunk_in_order
+
+        def to_chunk(pair):
+            relpath, doc = pair
+            prior = known.get(relpath)
+            if doc is None or (prior and prior.sha256 == doc.sha256 and not self.refreshing):
+                return None
+            return doc
+
+        for pair, item in chunk_in_order(items, to_chunk, self.params, counter=self.counter,
+                                         workers=self.workers, analyze=True):
+            if item is not None:
+                self.stats.warnings.extend(notes.Problem(item.doc.relpath, w, skipped=False)
+                                           for w in item.warnings)
+            yield pair, item
+
     def _index_documents(self, root: str, items, scope, known: dict) -> None:
         seen: set[str] = set()
         pending = _Pending()
-        for relpath, doc in items:
+        for (relpath, doc), item in self._chunked(items, known):
             seen.add(relpath)
             prior = known.get(relpath)
             if doc is None or (prior and prior.sha256 == doc.sha256):
                 self.stats.unchanged += 1
                 if doc is not None:
                     pending.touched.append((prior.id, doc.size, doc.mtime_ns))
-                if doc is not None and self.refreshing:  # facts only: nothing re-embedded
-                    pending.refreshed.append((prior.id, self._chunk(doc)))
+                if item is not None:  # refreshing: facts only, nothing re-embedded
+                    pending.refreshed.append((prior.id, item))
             else:
-                pending.add(self._chunk(doc))
+                pending.add(item)
             if pending.full:
                 self._write_batch(pending, known)
                 pending = _Pending()
@@ -244,31 +360,18 @@ class Indexer:
                 self.store.delete_documents(gone)
             self.stats.removed += len(gone)
 
-    def _chunk(self, doc: Document) -> Chunked:
-        item = documents.chunk(doc, self.counter, self.params)
-        self.stats.warnings.extend(notes.Problem(doc.relpath, w, skipped=False)
-                                   for w in item.warnings)
-        return item
-
-    def _vectors_for(self, chunks: list) -> tuple[dict, int]:
-        """A vector for every chunk text hash: reused from the index or embedded now."""
-        hashes = {_sha256_text(c.retrieval_text): c.retrieval_text for c in chunks}
-        found = self.store.vectors_for(list(hashes))
-        todo = {h: text for h, text in hashes.items() if h not in found}
-        if todo:
-            found.update(zip(todo, self.embedder.embed(list(todo.values())), strict=True))
-        return found, len(todo)
-
     def _write_batch(self, pending: _Pending, known: dict) -> None:
+        """Documents, chunks, postings and facts in one transaction. A chunk whose text
+        already has a vector in the index gets it now; the others wait for the semantic
+        phase."""
         self._check_stop()
-        vectors, embedded = self._vectors_for([c for item in pending.batch
-                                               for c in item.chunks])
+        vectors = self.store.vectors_for([_sha256_text(c.retrieval_text)
+                                          for item in pending.batch for c in item.chunks])
         with self.store.batch():
             if pending.touched:
                 self.store.touch_documents(pending.touched)
             for doc_id, item in pending.refreshed:
-                self.store.record_facts(doc_id, item.facts, [
-                    language.looks_english(c.retrieval_text) for c in item.chunks])
+                self.store.record_facts(doc_id, item.facts, _english(item))
             for item in pending.batch:
                 prior = known.get(item.doc.relpath)
                 if prior:
@@ -280,7 +383,6 @@ class Indexer:
             else:
                 self.stats.new += 1
             item.doc.text = ""  # let the text go: large vaults should not pile up in memory
-        self.stats.embedded += embedded
         self.dirty = True
 
     def _check_stop(self) -> None:
@@ -288,26 +390,41 @@ class Indexer:
             raise IndexStopped("stopped before the next transaction; run again to finish")
 
 
+def embedded_line(vectors: int, chunks: int) -> str:
+    return f"{vectors:,} of {chunks:,} chunks embedded"
+
+
 def language_note(share: float) -> str:
     return (f"{share:.0%} of your notes look non-English; vector search is English-only, "
             "BM25 carries them")
 
 
+def _analysis(item: Chunked) -> list[tuple]:
+    """(terms, length, english) of each chunk: from the chunking worker, or computed."""
+    if item.lexical is not None:
+        return item.lexical
+    return [(*lexical.term_frequencies(c.retrieval_text),
+             language.looks_english(c.retrieval_text)) for c in item.chunks]
+
+
+def _english(item: Chunked) -> list[bool]:
+    return [english for _, _, english in _analysis(item)]
+
+
 def _new_document(item: Chunked, vectors: dict) -> NewDocument:
     doc = item.doc
     chunks = []
-    for c in item.chunks:
+    for c, (terms, length, english) in zip(item.chunks, _analysis(item), strict=True):
         h = _sha256_text(c.retrieval_text)
-        terms, length = lexical.term_frequencies(c.retrieval_text)
-        chunks.append(NewChunk(c, h, vectors[h], terms, length,
-                               language.looks_english(c.retrieval_text)))
+        chunks.append(NewChunk(c, h, vectors.get(h), terms, length, english))
     return NewDocument(doc.root, doc.relpath, doc.sha256, doc.size, doc.mtime_ns, item.title,
                        item.parsed.front_matter, doc.kind, list(item.warnings), chunks,
                        item.facts)
 
 
-def progress_printer(stream=None) -> Callable[[int, int], None] | None:
-    """A tqdm progress bar with ETA when stderr is a terminal, else None."""
+def progress_printer(stream=None, unit: str = "file") -> Callable[[int, int], None] | None:
+    """A tqdm progress bar with ETA when stderr is a terminal, else None. It is called
+    with (done, total): ``unit="chunk"`` for the semantic phase."""
     stream = stream or sys.stderr  # looked up now: tests and tools swap sys.stderr
     if not stream.isatty():
         return None
@@ -319,9 +436,9 @@ def progress_printer(stream=None) -> Callable[[int, int], None] | None:
 
     def update(done: int, total: int) -> None:
         if bar["bar"] is None:
-            bar["bar"] = tqdm(total=total, unit="file", file=stream, leave=False,
-                              mininterval=0.5)
-        bar["bar"].update(1)
+            bar["bar"] = tqdm(total=total, unit=unit, file=stream, leave=False,
+                              mininterval=0.5, desc="embedding" if unit == "chunk" else None)
+        bar["bar"].update(max(0, done - bar["bar"].n))
         if done >= total:
             bar["bar"].close()
 

@@ -85,7 +85,8 @@ class Pending:
                 c.start_char, c.end_char,
                 c.source_tokens, c.retrieval_tokens, new.text_sha256, new.length,
                 self.generation, new.english))
-            self.vectors.append((chunk_id, np.ascontiguousarray(new.vector, np.float32)))
+            if new.vector is not None:  # None: the semantic phase embeds it later
+                self.vectors.append((chunk_id, np.ascontiguousarray(new.vector, np.float32)))
             self.postings.extend((t, n, new.length, chunk_id) for t, n in new.terms.items())
             self.chunk_delta += 1
             self.length_delta += new.length

@@ -40,6 +40,7 @@ class KernelIndex:
         self.lengths = np.zeros(0, np.float32)
         self.written = np.zeros(0, np.int64)  # each chunk's generation
         self.matrix: np.ndarray | None = None
+        self.embedded = np.zeros(0, bool)  # positions with a vector (with the matrix)
         self.avgdl = 1.0
         self._postings: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._masks: dict[object, np.ndarray] = {}
@@ -53,25 +54,28 @@ class KernelIndex:
             "SELECT id, lexical_length, generation FROM chunks ORDER BY id").fetchall(),
             dtype=np.int64).reshape(-1, 3)
         old_ids, old_written, old_matrix = self.rowids, self.written, self.matrix
+        old_embedded = self.embedded
         self.rowids, self.written = rows[:, 0].copy(), rows[:, 2].copy()
         self.lengths = rows[:, 1].astype(np.float32)
         self.avgdl = lexical.average_length(self.lengths)
         self._postings.clear()
         self._masks.clear()
         if old_matrix is not None:
-            self.matrix = self._refreshed(old_ids, old_written, old_matrix)
+            self.matrix = self._refreshed(old_ids, old_written, old_matrix, old_embedded)
         self.generation = generation
         return True
 
-    def _refreshed(self, old_ids, old_written, old_matrix) -> np.ndarray:
+    def _refreshed(self, old_ids, old_written, old_matrix, old_embedded) -> np.ndarray:
         """The matrix for the new ids: rows of unchanged chunks copied, others read."""
         matrix = np.zeros((len(self.rowids), self.dim), np.float32)
+        self.embedded = np.zeros(len(self.rowids), bool)
         if len(old_ids):
             pos = np.clip(np.searchsorted(old_ids, self.rowids), 0, len(old_ids) - 1)
             same = (old_ids[pos] == self.rowids) & (old_written[pos] == self.written)
         else:
             pos, same = np.zeros(len(self.rowids), np.int64), np.zeros(len(self.rowids), bool)
         matrix[same] = old_matrix[pos[same]]
+        self.embedded[same] = old_embedded[pos[same]]
         todo = self.rowids[~same]
         for i in range(0, len(todo), 500):
             part = [int(x) for x in todo[i:i + 500]]
@@ -88,10 +92,12 @@ class KernelIndex:
         pos, ok = self.positions(ids, with_mask=True)
         blob = b"".join(r[1] for i, r in enumerate(rows) if ok[i])
         matrix[pos] = np.frombuffer(blob, dtype="<f4").reshape(-1, self.dim)
+        self.embedded[pos] = True
 
     def ensure_matrix(self) -> np.ndarray:
         if self.matrix is None:
             self.matrix = np.zeros((len(self.rowids), self.dim), np.float32)
+            self.embedded = np.zeros(len(self.rowids), bool)
             self._place(self.matrix, self.db.execute(
                 "SELECT chunk, vector FROM embeddings ORDER BY chunk"))
         return self.matrix
@@ -152,6 +158,9 @@ class KernelIndex:
         if len(self.rowids) == 0:
             return _empty(n)
         matrix = self.ensure_matrix()
+        if not self.embedded.all():  # a partial index: the leg runs over embedded chunks
+            allowed = self.embedded.astype(np.uint8)
+            mask = allowed if mask is None else (allowed & mask)
         pos, scores = self.kernel.cosine_topk(
             matrix, np.asarray(qvec, np.float32).reshape(1, -1), n, mask=mask)
         return self._ids(pos[0]), scores[0]
