@@ -43,16 +43,27 @@ def _warn(text: str) -> None:
 
 # -- commands -------------------------------------------------------------------------
 def cmd_index(args) -> int:
+    from brainbot.index.freshness import missing_root_line, missing_roots
     from brainbot.index.indexer import Indexer, progress_printer
 
+    if not args.paths and not args.prune:
+        raise InputError("give the folders or files to index (or --prune alone)")
     with Indexer(args.db, precision=args.precision, rebuild=args.rebuild,
                  progress=None if args.json else progress_printer(),
                  embed=not args.no_embed,
                  embed_progress=None if args.json else progress_printer(unit="chunk")) as ix:
         stats = ix.index_paths(args.paths)
+        missing = missing_roots(ix.store)
+        for root in missing if args.prune else ():
+            stats = ix.forget_root(root)
     if args.json:
-        _emit_json(stats.to_dict())
+        _emit_json({**stats.to_dict(), "missing_roots": {} if args.prune else missing,
+                    "pruned_roots": missing if args.prune else {}})
     else:
+        db = None if args.db == _db_default() else args.db
+        for root, n in missing.items():
+            _warn(f"pruned root {root} (not present): {n} removed" if args.prune
+                  else missing_root_line(root, n, db))
         for p in stats.skipped:
             _warn(f"skipped {p.path}: {p.reason}")
         for p in stats.warnings:
@@ -315,7 +326,7 @@ def cmd_watch(args) -> int:
     def report(p) -> None:
         if args.json:
             print(_json_line({"root": p.root, "paths": p.paths, "error": p.error,
-                              "seconds": round(p.seconds, 3), **p.stats.to_dict()}),
+                              "missing_notes_kept": p.kept, "seconds": round(p.seconds, 3), **p.stats.to_dict()}),
                   flush=True)
         else:
             print(printable(p.line()), flush=True)
@@ -382,10 +393,12 @@ def _positive(text: str) -> int:
 def _add_index(sub) -> None:
     p = sub.add_parser("index", help="index notes into the database",
                        epilog="Example: brainbot index ~/notes --db notes.db")
-    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("paths", nargs="*", metavar="PATH")
     _db_option(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--rebuild", action="store_true", help="start the database from scratch")
+    p.add_argument("--prune", action="store_true",
+                   help="remove the notes of indexed roots not present on this machine")
     p.add_argument("--precision", choices=["fp32", "int8"], default="fp32",
                    help="embedding precision (int8 is measured in the README)")
     p.add_argument("--no-embed", action="store_true",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from brainbot.index.freshness import vault_changes
+from brainbot.index.freshness import missing_root_line, missing_roots, present_roots, vault_changes
 from brainbot.index.indexer import embedded_line
 from brainbot.model import files as model
 from brainbot.store.interface import Store
@@ -41,6 +41,7 @@ def status(db, store: Store | None = None) -> dict:
         meta = store.meta()
         counts = store.counts()
         stale = vault_changes(store)
+        missing = missing_roots(store)
         warnings = warnings_of(store)
         size = store.size_bytes()
         generation = store.generation()
@@ -62,6 +63,8 @@ def status(db, store: Store | None = None) -> dict:
         "tags": tags,
         "stale": {k: len(v) for k, v in stale.items()},
         "stale_files": stale,
+        "missing_roots": {r: {"notes": n, "note": missing_root_line(r, n, store.target)}
+                          for r, n in missing.items()},
         "warnings": warnings,
         **_engine_status(db),
     }
@@ -103,8 +106,7 @@ def _model_checks() -> list[dict]:
 
 
 def _roots(store: Store) -> str:
-    roots = sorted({d.root for d in store.documents() if d.on_disk})
-    return " ".join(shlex.quote(r) for r in roots) or "NOTES"
+    return " ".join(shlex.quote(r) for r in present_roots(store)) or "NOTES"
 
 
 def _db_checks(db) -> list[dict]:
@@ -149,7 +151,8 @@ def _store_checks(store: Store, db) -> list[dict]:
         n = sum(len(v) for v in stale.values())
         out.append(_check("stale files", n == 0,
                           f"{len(stale['changed'])} changed, {len(stale['missing'])} missing, "
-                          f"{len(stale['new'])} new", f"brainbot index {roots} --db {db_arg}"))
+                          f"{len(stale['new'])} new", f"brainbot index {roots} --db {db_arg}"
+                          + (" --prune" if missing_roots(store) else "")))
         other, known = store.language_share()
         out.append(_check("language", True, _language_detail(other, known)))
         warned = {w["path"] for w in warnings_of(store)}

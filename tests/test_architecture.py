@@ -134,3 +134,17 @@ def test_the_checker_sees_lazy_and_relative_imports(tmp_path):
                    "    from . import agent\n    from brainbot.text import lexical\n")
     known = {"search.searcher", "ask.agent", "ask.x", "text.lexical", "text", "search", "ask"}
     assert imports_of("ask.x", mod, known) == {"search.searcher", "ask.agent", "text.lexical"}
+
+
+def test_the_two_stores_do_not_import_each_other():
+    """store/sqlite and store/pg share code only through store/ (reads.py, interface.py):
+    a Postgres process never loads the SQLite store's modules (sqlean, fcntl, the kernel
+    arrays), nor the reverse."""
+    known = set(modules())
+    found = []
+    for name, path in modules().items():
+        for side, other in (("store.sqlite", "store.pg"), ("store.pg", "store.sqlite")):
+            if name.startswith(side + ".") or name == side:
+                found += [f"{name} imports {m}" for m in imports_of(name, path, known)
+                          if m == other or m.startswith(other + ".")]
+    assert not found, found

@@ -102,7 +102,8 @@ def test_get_is_exact_for_cjk_notes(cjk_db):
     lines = (REPO / "examples" / "vault" / "cjk" / path).read_text(encoding="utf-8").split("\n")
     with open_store(cjk_db) as store:
         got = get_lines(store, f"{path}:3:4")
-        assert got == [(n, lines[n - 1]) for n in range(3, 7)]
+        assert not got.stale
+        assert got.lines == [(n, lines[n - 1]) for n in range(3, 7)]
         row = next(iter(store.chunks([1]).values()))
         text = (REPO / "examples" / "vault" / "cjk" / row.path).read_text(encoding="utf-8")
         assert text[row.start_char:row.end_char] == row.text

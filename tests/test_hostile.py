@@ -126,8 +126,8 @@ def stderr_entries(stderr: str) -> dict[str, str]:
     out = {}
     for line in stderr.splitlines():
         kind, _, rest = line.removeprefix("brainbot: ").partition(" ")
-        if kind == "note:":  # about the whole index (its languages), not a file
-            continue
+        if kind == "note:" or rest.startswith("phase "):  # about the whole index (its
+            continue  # languages, the semantic phase's end), not a file
         assert kind in ("skipped", "warning"), line
         path, _, reason = rest.partition(": ")
         out[path] = reason

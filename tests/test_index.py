@@ -11,7 +11,7 @@ import pytest
 from brainbot.errors import IncompatibleIndexError, InputError, StoreBusyError
 from brainbot.index.indexer import Indexer
 from brainbot.store.sqlite import file as store
-from brainbot.store.sqlite.store import WriterLock
+from brainbot.store.sqlite.lock import WriterLock
 
 
 def run(db, paths, embedder):

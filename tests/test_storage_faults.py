@@ -162,7 +162,7 @@ db.execute("ROLLBACK")
 '''
 HOLD_WRITER = r'''
 import sys
-from brainbot.store.sqlite.store import WriterLock
+from brainbot.store.sqlite.lock import WriterLock
 with WriterLock(sys.argv[1]):
     print("held", flush=True)
     sys.stdin.read()

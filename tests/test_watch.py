@@ -18,6 +18,7 @@ import time
 import pytest
 from reliability_kit import snapshot
 
+from brainbot.index.freshness import missing_root_line
 from brainbot.index.indexer import Indexer
 from brainbot.search.searcher import Searcher
 from brainbot.serve.watch import Watcher
@@ -173,16 +174,31 @@ def test_a_new_ignore_file_walks_the_folder(running, tmp_path):
     wait_until(lambda: running.equals_clean_index(tmp_path), "a clean index")
 
 
-def test_a_watched_folder_moved_away_is_forgotten_then_back(tmp_path, vault, shared_embedder):
-    with Running(vault, tmp_path / "w.db", shared_embedder, gone_after_s=1.0) as running:
+def test_a_watched_folder_moved_away_keeps_its_notes_then_back(tmp_path, vault,
+                                                              shared_embedder):
+    """Moved away (an unmounted drive, a rename): reported, its notes kept, nothing
+    re-embedded when it is back; watched again then."""
+    with Running(vault, tmp_path / "w.db", shared_embedder, missing_after_s=1.0) as running:
         away = tmp_path / "away"
         os.rename(vault, away)
-        wait_until(lambda: not running.finds("alpha project ships")
-                   and any(r.gone for r in running.reports), "forgotten")
-        gone = [r for r in running.reports if r.gone]
-        assert len(gone) == 1 and gone[0].stats.removed == 3 and gone[0].error is None
+        wait_until(lambda: any(r.kept is not None for r in running.reports), "reported")
+        missing = [r for r in running.reports if r.kept is not None]
+        assert len(missing) == 1 and missing[0].kept == 3
+        assert "is not present: its 3 notes are kept; `brainbot index --prune` removes" \
+            in missing[0].line()
+        assert running.watcher.state()["missing"] == {str(vault): missing_root_line(
+            str(vault), 3)}
+        time.sleep(1.5)
+        assert running.finds("alpha project ships") == ["alpha.md"]  # kept
+        assert len(snapshot(running.db)["documents"]) == 3
+        before = len(running.reports)
         os.rename(away, vault)
-        wait_until(lambda: running.finds("alpha project ships") == ["alpha.md"], "back")
+        wait_until(lambda: None in running.paths_since(before), "the full pass when back")
+        back = [r for r in running.reports[before:] if r.paths is None]
+        assert back[0].stats.embedded == 0 and back[0].stats.removed == 0
+        assert running.watcher.state()["missing"] == {}
+        (vault / "after.md").write_text("# After\n\nA medlar tree by the wall.\n")
+        wait_until(lambda: running.finds("medlar tree") == ["after.md"], "watched again")
         wait_until(lambda: running.equals_clean_index(tmp_path), "a clean index")
 
 
@@ -241,7 +257,8 @@ def test_folder_deleted_and_recreated(running, tmp_path):
     saved = tmp_path / "saved"
     shutil.copytree(running.root, saved)
     shutil.rmtree(running.root)
-    wait_until(lambda: not running.finds("tomatoes full sun"), "the deletion")
+    time.sleep(1.5)  # the folder is gone: its notes are kept until `index --prune`
+    assert running.finds("tomatoes full sun")
     shutil.copytree(saved, running.root)
     (running.root / "late.md").write_text("# Late\n\nWritten after the folder came back.\n")
     wait_until(lambda: running.finds("written after folder came back") == ["late.md"],
@@ -253,7 +270,7 @@ def test_folder_deleted_and_recreated(running, tmp_path):
 
 def test_the_lock_is_held_per_pass_only(running, tmp_path, shared_embedder):
     """Between passes another writer may index; a pass that finds the lock taken waits."""
-    from brainbot.store.sqlite.store import WriterLock
+    from brainbot.store.sqlite.lock import WriterLock
 
     with Indexer(running.db, embedder=shared_embedder) as ix:  # not refused: idle watcher
         ix.index_paths([running.root])

@@ -102,8 +102,35 @@ def out_of_date_note(store: Store) -> str | None:
         return None
     total = sum(n for n, _ in parts)
     detail = ", ".join(f"{n} {what}" for n, what in parts)
-    roots = sorted({d.root for d in store.documents() if d.on_disk})
+    roots = present_roots(store)
     command = f"brainbot index {' '.join(shlex.quote(r) for r in roots) or 'NOTES'}"
-    command += f" --db {shlex.quote(store.target)}"
+    command += f" --db {shlex.quote(store.target)}" + (" --prune" if missing_roots(store) else "")
     return (f"{total} note{'s' if total != 1 else ''} changed since the last index ({detail}); "
             f"run `{command}`")
+
+
+def _note_roots(store: Store) -> dict[str, int]:
+    """Each root that holds notes (files, not dataset records), with how many."""
+    counts: dict[str, int] = {}
+    for doc in store.documents():
+        if doc.on_disk:
+            counts[doc.root] = counts.get(doc.root, 0) + 1
+    return counts
+
+
+def present_roots(store: Store) -> list[str]:
+    """The indexed roots that exist on this machine: the ones a command may name."""
+    return sorted(r for r in _note_roots(store) if Path(r).is_dir())
+
+
+def missing_roots(store: Store) -> dict[str, int]:
+    """Indexed roots not present on this machine (moved, renamed, an unmounted drive), with
+    the notes the index keeps for each; `brainbot index --prune` removes them."""
+    return {r: n for r, n in sorted(_note_roots(store).items()) if not Path(r).is_dir()}
+
+
+def missing_root_line(root: str, notes: int, db: str | None = None) -> str:
+    """What to say about a root that is not present: its notes are kept until a prune."""
+    command = "brainbot index --prune" + (f" --db {shlex.quote(db)}" if db else "")
+    kept = f"{notes} note is" if notes == 1 else f"{notes} notes are"
+    return f"root {root} is not present: its {kept} kept; `{command}` removes them"

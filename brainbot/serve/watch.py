@@ -13,9 +13,10 @@ carries no events for the files inside): every named path is looked at on disk a
 path that is gone takes out the notes the index holds under it, so a folder moved away
 (`v1.2`, `notes.old`: one event for the folder itself) leaves with its notes. A watched
 folder that goes away silences its OS watcher: the watch is re-armed when it comes back,
-with a full pass for it; if it stays gone for GONE_AFTER_S its notes leave the index (a
-folder moved or deleted is no longer there to search; one that comes back is indexed
-again, and re-embedded).
+with a full pass for it. While it is away its notes are kept (an unmounted drive, or a
+folder renamed back, must not cost a re-embedding of every note): no pass runs for it,
+and once it has been away for MISSING_AFTER_S the watch's log and `status` say so; only
+`brainbot index --prune` removes them.
 
 A pass refused by another writer waits and retries. A pass that fails for any other
 reason (or the OS watcher itself: watchfiles cannot decode a name that is not UTF-8) is
@@ -37,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from brainbot.errors import BrainbotError, IdentityMismatchError, IndexStopped, StoreBusyError
+from brainbot.index.freshness import missing_root_line
 from brainbot.index.indexer import IndexStats
 from brainbot.notes.files import EXTENSIONS, IGNORE_FILE
 
@@ -50,10 +52,10 @@ MISSING_POLL_MS = 500
 # built) is reported every five minutes, not in a loop; a pass that succeeds resets it.
 BACKOFF_FIRST_S = 1.0
 BACKOFF_MAX_S = 300.0
-# How long a watched folder must stay gone before its notes leave the index. Tools that
-# swap a folder (git, sync clients, `mv notes old && mv new notes`) put one back well
-# within a second; a folder moved away or deleted stays gone.
-GONE_AFTER_S = 10.0
+# How long a watched folder must stay gone before it is reported as missing (its notes
+# are kept either way). Tools that swap a folder (git, sync clients,
+# `mv notes old && mv new notes`) put one back well within a second.
+MISSING_AFTER_S = 10.0
 
 log = logging.getLogger("brainbot.serve.watch")
 
@@ -65,17 +67,17 @@ class PassReport:
     """What one pass did: which folders and notes, the index stats, how long it took."""
 
     root: str
-    paths: list[str] | None  # None: the whole folder was walked (or forgotten, when gone)
+    paths: list[str] | None  # None: the whole folder was walked
     stats: IndexStats
     seconds: float
     error: str | None = None
-    gone: bool = False  # the folder is gone: its notes left the index
+    kept: int | None = None  # not a pass: the folder is missing, the index keeps its notes
 
     def line(self) -> str:
+        if self.kept is not None:
+            return f"{time.strftime('%H:%M:%S')}  {missing_root_line(self.root, self.kept)}"
         what = "all notes" if self.paths is None else ", ".join(self.paths[:3]) + (
             f" (+{len(self.paths) - 3})" if len(self.paths) > 3 else "")
-        if self.gone:
-            what = "folder gone, its notes leave the index"
         head = f"{time.strftime('%H:%M:%S')}  {self.root}: {what}"
         if self.error:
             return f"{head} · error: {self.error}"
@@ -107,7 +109,7 @@ class Watcher:
     embedder: object = None
     stop: threading.Event = field(default_factory=threading.Event)
     on_pass: Callable[[PassReport], None] | None = None
-    gone_after_s: float = GONE_AFTER_S
+    missing_after_s: float = MISSING_AFTER_S
     # what `mcp --watch` reports in `status`
     passes: int = field(default=0, init=False)
     last: PassReport | None = field(default=None, init=False)
@@ -116,8 +118,8 @@ class Watcher:
     def __post_init__(self) -> None:
         self.roots = [Path(r).absolute() for r in self.roots]
         self.precision = getattr(self.embedder, "precision", None)
-        self._seen: set[Path] = set()  # roots seen here: their notes are ours to forget
         self._missing_since: dict[Path, float] = {}
+        self.missing: dict[Path, int] = {}  # reported missing: the notes the index keeps
 
     def share(self, embedder) -> None:
         """Index with ``embedder`` (the server's searcher's: one ONNX session)."""
@@ -137,7 +139,7 @@ class Watcher:
         """Index everything once, then each batch of changes, until stopped. Whatever
         goes wrong is reported and retried after a back-off; only ``stop`` ends it."""
         for root in self.roots:
-            if _folder(root) is None:
+            if _folder(root) is None and not self._missing(root):
                 self._report(PassReport(str(root), None, IndexStats(), 0.0,
                                         "not a folder (yet); watching for one to appear"))
         failures = 0
@@ -168,17 +170,17 @@ class Watcher:
 
     # -- one pass --------------------------------------------------------------------
     def index(self, root: Path, paths: set[str] | None) -> PassReport | None:
-        """One pass over ``paths`` of ``root`` (None: the whole folder, or forgetting it
-        when it is gone), retried while another writer holds the lock; None when stopped
-        first or when nothing was left to do."""
+        """One pass over ``paths`` of ``root`` (None: the whole folder), retried while
+        another writer holds the lock; None when stopped first, or when the folder is not
+        there (its notes are kept: the pass when it is back catches up)."""
         while not self.stop.is_set():
             started = time.perf_counter()
-            gone = paths is None and not root.is_dir()
+            if not root.is_dir():
+                self.failing.pop(root, None)
+                return None
             try:
                 with self._indexer() as ix:
-                    if gone:
-                        stats = ix.forget_root(root)
-                    elif paths is None:
+                    if paths is None:
                         stats = ix.index_paths([root])
                     else:
                         stats = ix.index_changes(root, paths)
@@ -192,7 +194,7 @@ class Watcher:
                 return self.last
             self.failing.pop(root, None)
             self._report(PassReport(str(root), _listed(paths), stats,
-                                    time.perf_counter() - started, gone=gone))
+                                    time.perf_counter() - started))
             return self.last
         return None
 
@@ -244,15 +246,17 @@ class Watcher:
     def _report(self, report: PassReport, exc: Exception | None = None) -> None:
         if exc is not None:  # not one of brainbot's own errors: a bug; keep its traceback
             log.warning("%s", report.line(), exc_info=exc)
-        self.passes += report.error is None
+        self.passes += report.error is None and report.kept is None
         self.last = report
         if self.on_pass:
             self.on_pass(report)
 
     def state(self) -> dict:
-        """For `status`: the folders watched, the passes so far, the last one, and the
-        folders whose passes are failing (with the error and since when)."""
+        """For `status`: the folders watched, the passes so far, the last one, the folders
+        whose passes are failing (with the error and since when), and the missing ones."""
         return {"roots": [str(r) for r in self.roots], "passes": self.passes,
+                "missing": {str(r): missing_root_line(str(r), n)
+                            for r, n in list(self.missing.items()) if n},
                 "last_pass": self.last.line() if self.last else None,
                 "failing": {str(r): {"error": f.error, "since": _iso(f.since),
                                      "failures": f.count}
@@ -270,7 +274,8 @@ class Watcher:
             present = {r: key for r in self.roots if (key := _folder(r))}
             armed = {r: key for r, key in armed.items() if present.get(r) == key}
             if not present:
-                yield self._gone(present)
+                self._note_missing(present)
+                yield {}
                 self.stop.wait(MISSING_POLL_MS / 1000)
                 continue
             for changes in watch(*present, stop_event=self.stop, yield_on_timeout=True,
@@ -279,7 +284,7 @@ class Watcher:
                 batch.update({r: None for r in present if r not in armed})
                 armed = dict(present)
                 now = {r: key for r in self.roots if (key := _folder(r))}
-                batch.update(self._gone(now))
+                self._note_missing(now)
                 gone = {r for r in present if (Change.deleted, str(r)) in changes}
                 for r in gone:
                     armed.pop(r, None)  # whatever is there when we look again: a full pass
@@ -289,20 +294,24 @@ class Watcher:
                     # even when one of the same name is back by now (its inode may even
                     # be the old one's, reused: hence the event, not only the inode)
 
-    def _gone(self, present) -> Batch:
-        """Watched folders gone for gone_after_s since they were last seen: a full pass
-        each, once, which forgets their notes."""
-        now, due = time.monotonic(), {}
+    def _note_missing(self, present) -> None:
+        """Report, once, each watched folder away for missing_after_s: its notes are kept.
+        One that is back is watched again (a full pass when it is re-armed)."""
+        now = time.monotonic()
         for root in self.roots:
             if root in present:
-                self._seen.add(root)
                 self._missing_since.pop(root, None)
-            elif root in self._seen:
-                if now - self._missing_since.setdefault(root, now) >= self.gone_after_s:
-                    due[root] = None
-                    self._seen.discard(root)  # forgotten; watched for, as at the start
-                    del self._missing_since[root]
-        return due
+                self.missing.pop(root, None)
+            elif root not in self.missing and (
+                    now - self._missing_since.setdefault(root, now) >= self.missing_after_s):
+                self._missing(root)
+
+    def _missing(self, root: Path) -> bool:
+        """Report ``root`` missing if the index keeps notes of it; whether it does."""
+        kept = self.missing[root] = len(self._known(root))  # 0: not reported, not asked again
+        if kept:
+            self._report(PassReport(str(root), None, IndexStats(), 0.0, kept=kept))
+        return bool(kept)
 
     def _classify(self, changes) -> Batch:
         batch: Batch = {}
@@ -329,14 +338,18 @@ class Watcher:
     def _notes_under(self, root: Path, prefixes: set[str]) -> set[str]:
         """The notes the index holds under the vanished paths ``prefixes``: a folder moved
         away arrives as one event for itself. Read with a reader: no writer lock."""
+        known = self._known(root)
+        return {p for p in known if any(p.startswith(pre + "/") for pre in prefixes)}
+
+    def _known(self, root: Path) -> set[str]:
+        """The notes the index holds under ``root``, read with a reader: no writer lock."""
         from brainbot.store.target import open_store
 
         try:
             with open_store(self.db) as store:
-                known = store.known_documents(root.as_posix())
-        except BrainbotError:  # no index yet, or one to migrate: nothing under them
+                return set(store.known_documents(root.as_posix()))
+        except BrainbotError:  # no index yet, or one to migrate: nothing under it
             return set()
-        return {p for p in known if any(p.startswith(pre + "/") for pre in prefixes)}
 
 
 def _hidden(rel: str) -> bool:

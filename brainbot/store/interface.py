@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -162,19 +163,20 @@ class Filter:
         return sorted(allowed)
 
 
+def now_iso() -> str:
+    """A document's indexed_at: UTC, to the second."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
 # -- rows of the stores' tables, to and from the records above --------------------------
 # Both stores keep the same columns in the same order, so these are shared: what one
 # writes, the other reads back the same way (a copy round-trips exactly).
-# The select lists that document_row and chunk_row read, and the query chunk_record reads.
+# The select lists that document_row and chunk_row read (the queries are store/reads.py's).
 DOC_COLUMNS = ("d.id, d.root, d.path, d.sha256, d.size, d.mtime_ns, d.title, d.kind, "
                "d.warnings, d.date, d.date_source")
 CHUNK_COLUMNS = ("c.id, c.chunk_id, c.heading_path, c.start_line, c.end_line, c.start_char, "
                  "c.end_char, c.source_text, " + DOC_COLUMNS
                  + ", EXISTS (SELECT 1 FROM embeddings e WHERE e.chunk = c.id)")
-CHUNK_RECORDS_SQL = ("SELECT c.chunk_id, c.chunk_index, c.source_text, c.retrieval_text, d.path, "
-                     "c.heading_path, c.start_line, c.end_line, c.start_char, c.end_char, "
-                     "c.source_tokens, c.retrieval_tokens FROM chunks c JOIN documents d "
-                     "ON d.id = c.document_id ORDER BY d.path, c.chunk_index")
 
 
 def document_row(r) -> DocumentRow:
@@ -191,7 +193,7 @@ def chunk_row(r) -> ChunkRow:
 
 
 def chunk_record(r) -> dict:
-    """The chunk record (DESIGN.md contract) from a row of CHUNK_RECORDS_SQL."""
+    """The chunk record (README "The chunk record") from a row of reads.chunk_records_sql."""
     return {"chunk_id": r[0], "chunk_index": r[1], "source_text": r[2], "retrieval_text": r[3],
             "metadata": {"source_file": r[4], "heading_path": json.loads(r[5]),
                          "start_line": r[6], "end_line": r[7], "start_char": r[8],

@@ -16,8 +16,6 @@ every method as one-line StoreErrors naming the URL without its password.
 
 from __future__ import annotations
 
-import functools
-import json
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -26,20 +24,8 @@ import numpy as np
 
 from brainbot.errors import StoreBusyError, StoreError
 from brainbot.store import identity as identity_mod
-from brainbot.store.interface import (
-    CHUNK_COLUMNS,
-    CHUNK_RECORDS_SQL,
-    DOC_COLUMNS,
-    ChunkRow,
-    DocState,
-    DocumentRow,
-    Filter,
-    NewDocument,
-    chunk_record,
-    chunk_row,
-    document_row,
-)
-from brainbot.store.sqlite.store import now_iso
+from brainbot.store.interface import Filter, NewDocument, chunk_record, now_iso
+from brainbot.store.reads import chunk_records_sql, translated
 
 from . import schema as ps
 from .legs import PgLegs
@@ -47,15 +33,6 @@ from .vault import PgVault
 from .write import Pending
 
 _COUNTERS = ("chunk_count", "length_sum")  # meta keys: BM25's N and summed lengths
-
-
-def _translated(method):
-    """Driver errors raised by a store method as StoreErrors naming the URL."""
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        with ps.translate_errors(self.target):
-            return method(self, *args, **kwargs)
-    return wrapper
 
 
 class PostgresStore(PgVault):
@@ -147,24 +124,7 @@ class PostgresStore(PgVault):
             except Exception:  # noqa: BLE001 - a dead server's socket: nothing to release
                 pass
 
-    def __enter__(self) -> PostgresStore:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     # -- meta ------------------------------------------------------------------------------
-    @_translated
-    def meta(self) -> dict[str, str]:
-        if self._meta is None:
-            self._meta = ps.read_meta(self.conn)
-        return dict(self._meta)
-
-    @_translated
-    def generation(self) -> int:
-        row = self.conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
-        return int(row[0]) if row else 0
-
     def _write_meta(self, values: dict[str, str]) -> None:
         self.conn.execute(
             "INSERT INTO meta(key, value) SELECT * FROM unnest(%s::text[], %s::text[]) "
@@ -172,7 +132,7 @@ class PostgresStore(PgVault):
             (list(values), list(values.values())))
         self._meta = None
 
-    @_translated
+    @translated
     def record_identity(self, identity) -> None:
         """Write ``identity`` to meta unless it is there already."""
         rows = {**identity.as_meta(), "schema_version": str(ps.SCHEMA_VERSION)}
@@ -180,7 +140,7 @@ class PostgresStore(PgVault):
         if any(meta.get(k) != v for k, v in rows.items()):
             self._write_meta(rows)
 
-    @_translated
+    @translated
     def set_meta(self, key: str, value: str | None) -> None:
         """Set (or with None remove) one meta entry; inside a batch."""
         if value is None:
@@ -219,20 +179,14 @@ class PostgresStore(PgVault):
         self._pending.flush(self.conn)
         return self._pending
 
-    @_translated
-    def known_documents(self, root: str) -> dict[str, DocState]:
-        return {path: DocState(i, sha, size, mtime) for i, path, sha, size, mtime in
-                self.conn.execute("SELECT id, path, sha256, size, mtime_ns FROM documents "
-                                  "WHERE root = %s", (root,))}
-
-    @_translated
+    @translated
     def vectors_for(self, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
         return {h: v.to_numpy() for h, v in self.conn.execute(
             "SELECT DISTINCT ON (c.text_sha256) c.text_sha256, e.vector FROM chunks c "
             "JOIN embeddings e ON e.chunk = c.id WHERE c.text_sha256 = ANY(%s)",
             (sorted(set(text_hashes)),))}
 
-    @_translated
+    @translated
     def touch_documents(self, updates: Sequence[tuple[int, int, int]]) -> None:
         """(document id, size, mtime_ns): a file whose bytes did not change."""
         self._flushed()
@@ -243,26 +197,17 @@ class PostgresStore(PgVault):
                 "unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS u(id, size, mtime) "
                 "WHERE d.id = u.id", (ids, sizes, mtimes))
 
-    @_translated
+    @translated
     def delete_documents(self, doc_ids: Sequence[int]) -> None:
         self._flushed().delete(self.conn, doc_ids)
 
-    @_translated
+    @translated
     def add_document(self, doc: NewDocument) -> int:
         if self._pending is None:
             raise StoreError(f"{self.target}: writes go inside store.batch()")
         return self._pending.add(self.conn, doc, now_iso())
 
-    @_translated
-    def unembedded_chunks(self, after: int, limit: int) -> list[tuple[int, str, str]]:
-        """(chunk id, text hash, retrieval text) of chunks without a vector, id > after,
-        in id order."""
-        return self.conn.execute(
-            "SELECT c.id, c.text_sha256, c.retrieval_text FROM chunks c WHERE c.id > %s AND "
-            "NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.chunk = c.id) ORDER BY c.id "
-            "LIMIT %s", (after, limit)).fetchall()
-
-    @_translated
+    @translated
     def add_vectors(self, rows: Sequence[tuple[int, str, np.ndarray]]) -> None:
         """(chunk id, text hash, vector): each stored if that chunk still holds that text
         and has none yet; inside a batch."""
@@ -295,7 +240,7 @@ class PostgresStore(PgVault):
             self._create_hnsw()
 
     # -- the legs --------------------------------------------------------------------------
-    @_translated
+    @translated
     def refresh(self) -> bool:
         """Pick up what another process committed since the last call; False if nothing."""
         generation = self.generation()
@@ -310,12 +255,12 @@ class PostgresStore(PgVault):
                 "SELECT count(*), coalesce(sum(lexical_length), 0) FROM chunks").fetchone()
         return self.legs.sync(generation, int(n), int(total))
 
-    @_translated
+    @translated
     def bm25_topk(self, terms: Counter, n: int, flt: Filter | None = None):
         self._ready()
         return self.legs.bm25(terms, n, self.legs.allowed(flt, self.filtered_documents))
 
-    @_translated
+    @translated
     def vector_topk(self, qvec: np.ndarray, n: int, flt: Filter | None = None):
         self._ready()
         return self.legs.vector(qvec, n, self.legs.allowed(flt, self.filtered_documents))
@@ -324,58 +269,33 @@ class PostgresStore(PgVault):
         if self.legs.generation is None:
             self.refresh()
 
-    # -- the vault (pg_vault.PgVault), with driver errors translated -------------------------
-    resolve_links = _translated(PgVault.resolve_links)
-    links_from = _translated(PgVault.links_from)
-    links_to = _translated(PgVault.links_to)
-    unresolved_links = _translated(PgVault.unresolved_links)
-    tag_counts = _translated(PgVault.tag_counts)
-    language_share = _translated(PgVault.language_share)
-    record_facts = _translated(PgVault.record_facts)
-    find_note = _translated(PgVault.find_note)
+    # -- the seam of the shared reads (store/reads.py) ---------------------------------------
+    COLLATE = ' COLLATE "C"'  # SQLite's byte order, whatever the database's collation
+
+    def _errors(self):
+        return ps.translate_errors(self.target)
+
+    def _sql(self, query: str, params=()) -> list[tuple]:
+        with ps.translate_errors(self.target):
+            return self.conn.execute(query.replace("?", "%s"), params).fetchall()
+
+    def _sql_in(self, query: str, values) -> list[tuple]:
+        if not len(values):
+            return []
+        return self._sql(query.replace("{in}", "= ANY(?)"), (list(values),))
+
+    def _vector(self, value) -> np.ndarray:
+        return value.to_numpy()
+
+    # -- the vault (pg/vault.PgVault), with driver errors translated -------------------------
+    resolve_links = translated(PgVault.resolve_links)
+    language_share = translated(PgVault.language_share)
+    record_facts = translated(PgVault.record_facts)
 
     # -- reading back ------------------------------------------------------------------------
-    @_translated
-    def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
-        return {r[0]: chunk_row(r) for r in self.conn.execute(
-            f"SELECT {CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id "
-            "WHERE c.id = ANY(%s)", ([int(i) for i in ids],))}
-
-    @_translated
-    def chunk_by_public_id(self, chunk_id: str) -> ChunkRow | None:
-        row = self.conn.execute(
-            f"SELECT {CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id "
-            "WHERE c.chunk_id = %s ORDER BY c.id LIMIT 1", (chunk_id,)).fetchone()
-        return chunk_row(row) if row else None
-
-    @_translated
-    def document(self, path: str) -> DocumentRow | None:
-        row = self.conn.execute(f"SELECT {DOC_COLUMNS} FROM documents d WHERE d.path = %s "
-                                "ORDER BY d.id LIMIT 1", (path,)).fetchone()
-        return document_row(row) if row else None
-
-    @_translated
-    def documents_at(self, path: str) -> list[DocumentRow]:
-        """The documents at ``path`` under each indexed folder that has one."""
-        return [document_row(r) for r in self.conn.execute(
-            f"SELECT {DOC_COLUMNS} FROM documents d WHERE d.path = %s ORDER BY d.root",
-            (path,))]
-
-    @_translated
-    def documents(self) -> list[DocumentRow]:
-        return [document_row(r) for r in self.conn.execute(
-            f"SELECT {DOC_COLUMNS} FROM documents d ORDER BY d.root, d.path")]
-
-    @_translated
-    def heading_at(self, document_id: int, line: int) -> list[str]:
-        row = self.conn.execute(
-            "SELECT heading_path FROM chunks WHERE document_id = %s AND start_line <= %s "
-            "ORDER BY start_line DESC LIMIT 1", (document_id, line)).fetchone()
-        return json.loads(row[0]) if row else []
-
     def chunk_records(self) -> Iterator[dict]:
-        """The chunk records (DESIGN.md contract) of every chunk, by path and index."""
-        for r in self._stream(CHUNK_RECORDS_SQL):
+        """The chunk records (README "The chunk record") of every chunk, by path and index."""
+        for r in self._stream(chunk_records_sql(self.COLLATE)):
             yield chunk_record(r)
 
     def _stream(self, sql: str, params=()) -> Iterator[tuple]:
@@ -389,41 +309,29 @@ class PostgresStore(PgVault):
     def export_documents(self) -> Iterator[NewDocument]:
         """Every document with its chunks, vectors and terms, ids kept, in id order,
         from one snapshot (a writer may go on committing meanwhile)."""
-        from .export import export
-
         with ps.translate_errors(self.target), self.conn.transaction():
             self.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            yield from export(self.conn)
+            yield from self._export_pages()
 
-    @_translated
-    def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
-        return dict(self.conn.execute("SELECT term, df FROM terms WHERE term = ANY(%s)",
-                                      (sorted(set(terms)),)))
-
-    @_translated
+    @translated
     def chunk_count(self) -> int:
         meta = ps.read_meta(self.conn)
         if "chunk_count" in meta:
             return int(meta["chunk_count"])
         return int(self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
 
-    @_translated
+    @translated
     def vector_count(self) -> int:
         return int(self.conn.execute("SELECT count(*) FROM embeddings").fetchone()[0])
 
-    @_translated
-    def counts(self) -> dict[str, int]:
-        return {table: int(self.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
-                for table in ("documents", "chunks", "embeddings", "terms", "postings")}
-
-    @_translated
+    @translated
     def integrity(self) -> str:
-        from .export import problems
+        from .checks import problems
 
         found = problems(self.conn)
         return "; ".join(found) if found else "ok"
 
-    @_translated
+    @translated
     def size_bytes(self) -> int:
         """Tables with their indexes and TOAST, in brainbot's schema."""
         row = self.conn.execute(

@@ -13,11 +13,8 @@ error translation are ``store/sqlite/file.py``'s.
 
 from __future__ import annotations
 
-import fcntl
-import functools
 import json
 import os
-import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
@@ -25,94 +22,15 @@ from pathlib import Path
 
 import numpy as np
 
-from brainbot.errors import StoreBusyError, StoreError
+from brainbot.errors import StoreError
 from brainbot.store import identity as identity_mod
-from brainbot.store.interface import (
-    CHUNK_COLUMNS,
-    CHUNK_RECORDS_SQL,
-    DOC_COLUMNS,
-    ChunkRow,
-    DocState,
-    DocumentRow,
-    Filter,
-    NewDocument,
-    chunk_record,
-    chunk_row,
-    document_row,
-    new_chunk,
-    new_document,
-)
+from brainbot.store.interface import Filter, NewDocument, chunk_record, now_iso
+from brainbot.store.reads import chunk_records_sql, translated
 
 from . import file as sf
 from .arrays import KernelIndex
-from .vault import VaultTables, chunk_ids_of
-
-
-def _translated(method):
-    """SQLite errors raised by a store method as StoreErrors naming the file."""
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        with sf.translate_errors(self.path):
-            return method(self, *args, **kwargs)
-    return wrapper
-
-
-def now_iso() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-# Open descriptors of index files, by (device, inode), unlocked and kept for the next
-# WriterLock. They are never closed: closing any descriptor of a file drops every POSIX
-# lock this process holds on it, the ones SQLite's own connections hold included, and a
-# reader in the same process (the MCP server with --watch) then fails with "disk I/O
-# error" on its next read. One stays open per index file and process.
-_IDLE_FDS: dict[tuple[int, int], list[int]] = {}
-
-
-class WriterLock:
-    """An exclusive advisory lock (flock) on the database file, held by its one writer.
-
-    flock locks are separate from the POSIX record locks SQLite uses, so this does not
-    interfere with readers; it only keeps a second writer out (in this process too: each
-    lock is taken on a descriptor of its own)."""
-
-    def __init__(self, db_path: Path):
-        self.path = Path(db_path)
-        self.fd: int | None = None
-        self.key: tuple[int, int] | None = None
-
-    def _descriptor(self) -> int:
-        try:
-            st = os.stat(self.path)
-            idle = _IDLE_FDS.get((st.st_dev, st.st_ino))
-            if idle:
-                return idle.pop()
-        except FileNotFoundError:
-            pass
-        try:
-            return os.open(self.path, os.O_RDONLY | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise StoreError(f"cannot open {self.path}: {exc.strerror}") from None
-
-    def __enter__(self) -> WriterLock:
-        fd = self._descriptor()
-        st = os.fstat(fd)
-        key = (st.st_dev, st.st_ino)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            _IDLE_FDS.setdefault(key, []).append(fd)
-            raise StoreBusyError(
-                f"another `brainbot index` is writing {self.path}; wait for it to finish "
-                "and run again") from None
-        self.fd, self.key = fd, key
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.fd is not None:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-            _IDLE_FDS.setdefault(self.key, []).append(self.fd)
-            self.fd = None
+from .lock import WriterLock
+from .vault import VaultTables
 
 
 def _remove_files(path: Path) -> None:
@@ -199,24 +117,7 @@ class SQLiteStore(VaultTables):
             if self.lock is not None:
                 self.lock.__exit__()
 
-    def __enter__(self) -> SQLiteStore:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     # -- meta ------------------------------------------------------------------------------
-    @_translated
-    def meta(self) -> dict[str, str]:
-        if self._meta is None:
-            self._meta = sf.read_meta(self.db)
-        return dict(self._meta)
-
-    @_translated
-    def generation(self) -> int:
-        row = self.db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
-        return int(row[0]) if row else 0
-
     def record_identity(self, identity) -> None:
         """Write ``identity`` to meta unless it is there already: then a run with nothing
         to do leaves the file as it was, byte for byte."""
@@ -228,7 +129,7 @@ class SQLiteStore(VaultTables):
             self.db.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", rows)
         self._meta = None
 
-    @_translated
+    @translated
     def set_meta(self, key: str, value: str | None) -> None:
         """Set (or with None remove) one meta entry; inside a batch."""
         if value is None:
@@ -268,13 +169,7 @@ class SQLiteStore(VaultTables):
             self._next_term = max(self._terms.values(), default=0) + 1
         return self._terms
 
-    @_translated
-    def known_documents(self, root: str) -> dict[str, DocState]:
-        return {path: DocState(i, sha, size, mtime) for i, path, sha, size, mtime in
-                self.db.execute("SELECT id, path, sha256, size, mtime_ns FROM documents "
-                                "WHERE root = ?", (root,))}
-
-    @_translated
+    @translated
     def vectors_for(self, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
         found: dict[str, np.ndarray] = {}
         hashes = sorted(set(text_hashes))
@@ -287,13 +182,13 @@ class SQLiteStore(VaultTables):
                 found[h] = np.frombuffer(blob, dtype="<f4")
         return found
 
-    @_translated
+    @translated
     def touch_documents(self, updates: Sequence[tuple[int, int, int]]) -> None:
         """(document id, size, mtime_ns): a file whose bytes did not change."""
         self.db.executemany("UPDATE documents SET size=?, mtime_ns=? WHERE id=?",
                             [(size, mtime, doc_id) for doc_id, size, mtime in updates])
 
-    @_translated
+    @translated
     def delete_documents(self, doc_ids: Sequence[int]) -> None:
         """Documents with their chunks, vectors and postings; term df kept exact."""
         for doc_id in doc_ids:
@@ -304,7 +199,7 @@ class SQLiteStore(VaultTables):
                                 [(n, term) for term, n in rows])
             self.db.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
 
-    @_translated
+    @translated
     def add_document(self, doc: NewDocument) -> int:
         doc_id = self.db.execute(  # an id of None: SQLite assigns the next rowid
             "INSERT INTO documents(id, root, path, sha256, size, mtime_ns, title, front_matter, "
@@ -339,16 +234,7 @@ class SQLiteStore(VaultTables):
         self.write_facts(doc_id, doc.facts, rows)
         return doc_id
 
-    @_translated
-    def unembedded_chunks(self, after: int, limit: int) -> list[tuple[int, str, str]]:
-        """(chunk id, text hash, retrieval text) of chunks without a vector, id > after,
-        in id order."""
-        return self.db.execute(
-            "SELECT c.id, c.text_sha256, c.retrieval_text FROM chunks c WHERE c.id > ? AND "
-            "NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.chunk = c.id) ORDER BY c.id "
-            "LIMIT ?", (after, limit)).fetchall()
-
-    @_translated
+    @translated
     def add_vectors(self, rows: Sequence[tuple[int, str, np.ndarray]]) -> None:
         """(chunk id, text hash, vector): each stored if that chunk still holds that text
         and has none yet; inside a batch. The chunk takes the batch's generation, so
@@ -381,17 +267,17 @@ class SQLiteStore(VaultTables):
             self._index = KernelIndex(self.db, dim)
         return self._index
 
-    @_translated
+    @translated
     def refresh(self) -> bool:
         """Reload what another process committed since the last call; False if nothing."""
         return self.index.sync(self.generation())
 
-    @_translated
+    @translated
     def bm25_topk(self, terms: Counter, n: int, flt: Filter | None = None):
         self._ready()
         return self.index.bm25(terms, n, self._mask(flt))
 
-    @_translated
+    @translated
     def vector_topk(self, qvec: np.ndarray, n: int, flt: Filter | None = None):
         self._ready()
         return self.index.cosine(qvec, n, self._mask(flt))
@@ -406,138 +292,59 @@ class SQLiteStore(VaultTables):
         return self.index.mask(flt, lambda: self._filtered_chunk_ids(flt))
 
     def _filtered_chunk_ids(self, flt: Filter) -> list[int]:
-        return chunk_ids_of(self.db, self.filtered_documents(flt))
+        return [r[0] for r in self._sql_in("SELECT id FROM chunks WHERE document_id {in}",
+                                           self.filtered_documents(flt))]
 
-    # -- the vault (sqlite_vault.VaultTables), with SQLite errors translated -----------------
-    resolve_links = _translated(VaultTables.resolve_links)
-    links_from = _translated(VaultTables.links_from)
-    links_to = _translated(VaultTables.links_to)
-    unresolved_links = _translated(VaultTables.unresolved_links)
-    tag_counts = _translated(VaultTables.tag_counts)
-    language_share = _translated(VaultTables.language_share)
-    record_facts = _translated(VaultTables.record_facts)
-    find_note = _translated(VaultTables.find_note)
+    # -- the seam of the shared reads (store/reads.py) ---------------------------------------
+    def _errors(self):
+        return sf.translate_errors(self.path)
 
-    # -- reading back ------------------------------------------------------------------------
-    @_translated
-    def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
-        out: dict[int, ChunkRow] = {}
-        ids = [int(i) for i in ids]
-        for i in range(0, len(ids), 500):
-            part = ids[i:i + 500]
-            marks = ",".join("?" * len(part))
-            for r in self.db.execute(
-                    f"SELECT {CHUNK_COLUMNS} FROM chunks c JOIN documents d "
-                    f"ON d.id = c.document_id WHERE c.id IN ({marks})", part):
-                out[r[0]] = chunk_row(r)
+    def _sql(self, query: str, params=()) -> list[tuple]:
+        with sf.translate_errors(self.path):
+            return self.db.execute(query, params).fetchall()
+
+    def _sql_in(self, query: str, values) -> list[tuple]:
+        out: list[tuple] = []
+        with sf.translate_errors(self.path):
+            for i in range(0, len(values), 500):  # SQLite's limit on bound variables
+                part = list(values[i:i + 500])
+                marks = f"IN ({','.join('?' * len(part))})"
+                out += self.db.execute(query.replace("{in}", marks), part).fetchall()
         return out
 
-    @_translated
-    def chunk_by_public_id(self, chunk_id: str) -> ChunkRow | None:
-        row = self.db.execute(
-            f"SELECT {CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id "
-            "WHERE c.chunk_id = ? ORDER BY c.id LIMIT 1", (chunk_id,)).fetchone()
-        return chunk_row(row) if row else None
+    def _vector(self, value) -> np.ndarray:
+        return np.frombuffer(value, dtype="<f4").copy()
 
-    @_translated
-    def document(self, path: str) -> DocumentRow | None:
-        row = self.db.execute(f"SELECT {DOC_COLUMNS} FROM documents d WHERE d.path = ? "
-                              "ORDER BY d.id LIMIT 1", (path,)).fetchone()
-        return document_row(row) if row else None
+    # -- the vault (sqlite_vault.VaultTables), with SQLite errors translated -----------------
+    resolve_links = translated(VaultTables.resolve_links)
+    language_share = translated(VaultTables.language_share)
+    record_facts = translated(VaultTables.record_facts)
 
-    @_translated
-    def documents_at(self, path: str) -> list[DocumentRow]:
-        """The documents at ``path`` under each indexed folder that has one."""
-        return [document_row(r) for r in self.db.execute(
-            f"SELECT {DOC_COLUMNS} FROM documents d WHERE d.path = ? ORDER BY d.root",
-            (path,))]
-
-    @_translated
-    def documents(self) -> list[DocumentRow]:
-        return [document_row(r) for r in self.db.execute(
-            f"SELECT {DOC_COLUMNS} FROM documents d ORDER BY d.root, d.path")]
-
-    @_translated
-    def heading_at(self, document_id: int, line: int) -> list[str]:
-        row = self.db.execute(
-            "SELECT heading_path FROM chunks WHERE document_id = ? AND start_line <= ? "
-            "ORDER BY start_line DESC LIMIT 1", (document_id, line)).fetchone()
-        return json.loads(row[0]) if row else []
-
+    # -- reading back ------------------------------------------------------------------------
     def chunk_records(self) -> Iterator[dict]:
-        """The chunk records (DESIGN.md contract) of every chunk, by path and index."""
+        """The chunk records (README "The chunk record") of every chunk, by path and index."""
         with sf.translate_errors(self.path):
-            for r in self.db.execute(CHUNK_RECORDS_SQL):
+            for r in self.db.execute(chunk_records_sql("")):
                 yield chunk_record(r)
 
     def export_documents(self) -> Iterator[NewDocument]:
         """Every document with its chunks, vectors and terms, ids kept, in id order, from
         one read transaction (a writer may go on committing meanwhile)."""
         with sf.translate_errors(self.path), sf.transaction(self.db, immediate=False):
-            last = 0
-            while True:
-                docs = self.db.execute(_EXPORT_DOCS, (last, 200)).fetchall()
-                if not docs:
-                    return
-                last = docs[-1][0]
-                yield from self._export_page(docs)
+            yield from self._export_pages()
 
-    def _export_page(self, docs: list) -> Iterator[NewDocument]:
-        marks = ",".join("?" * len(docs))
-        rows = self.db.execute(_EXPORT_CHUNKS.format(marks), [d[0] for d in docs]).fetchall()
-        terms: dict[int, Counter] = {r[0]: Counter() for r in rows}
-        for i in range(0, len(rows), 500):
-            part = [r[0] for r in rows[i:i + 500]]
-            for chunk, term, tf in self.db.execute(
-                    "SELECT p.chunk, t.term, p.tf FROM postings p JOIN terms t ON t.id = p.term "
-                    f"WHERE p.chunk IN ({','.join('?' * len(part))})", part):
-                terms[chunk][term] = tf
-        by_doc: dict[int, list] = {d[0]: [] for d in docs}
-        paths = {d[0]: d[2] for d in docs}
-        for r in rows:
-            vector = None if r[16] is None else np.frombuffer(r[16], dtype="<f4").copy()
-            by_doc[r[1]].append(new_chunk(r, paths[r[1]], vector, terms[r[0]]))
-        facts = self.export_facts(docs)
-        for d in docs:
-            yield new_document(d, by_doc[d[0]], facts[d[0]])
-
-    @_translated
-    def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
-        terms = sorted(set(terms))
-        if not terms:
-            return {}
-        marks = ",".join("?" * len(terms))
-        return dict(self.db.execute(f"SELECT term, df FROM terms WHERE term IN ({marks})",
-                                    terms))
-
-    @_translated
+    @translated
     def chunk_count(self) -> int:
         return int(self.db.execute("SELECT count(*) FROM chunks").fetchone()[0])
 
-    @_translated
+    @translated
     def vector_count(self) -> int:
         return int(self.db.execute("SELECT count(*) FROM embeddings").fetchone()[0])
 
-    @_translated
-    def counts(self) -> dict[str, int]:
-        return {table: int(self.db.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
-                for table in ("documents", "chunks", "embeddings", "terms", "postings")}
-
-    @_translated
+    @translated
     def integrity(self) -> str:
         return "; ".join(r[0] for r in self.db.execute("PRAGMA integrity_check").fetchall())
 
     def size_bytes(self) -> int:
         return sum(os.path.getsize(str(self.path) + s) for s in ("", "-wal")
                    if os.path.exists(str(self.path) + s))
-
-
-_EXPORT_DOCS = ("SELECT id, root, path, sha256, size, mtime_ns, title, front_matter, kind, "
-                "warnings, date, date_source FROM documents WHERE id > ? ORDER BY id LIMIT ?")
-# the columns store.new_chunk reads, in its order
-_EXPORT_CHUNKS = ("SELECT c.id, c.document_id, c.chunk_id, c.chunk_index, c.heading_path, "
-                  "c.source_text, c.retrieval_text, c.start_line, c.end_line, c.start_char, "
-                  "c.end_char, c.source_tokens, c.retrieval_tokens, c.text_sha256, "
-                  "c.lexical_length, c.english, e.vector FROM chunks c "
-                  "LEFT JOIN embeddings e ON e.chunk = c.id "
-                  "WHERE c.document_id IN ({}) ORDER BY c.document_id, c.chunk_index")

@@ -1,0 +1,198 @@
+// brainbot's page: search as you type, filters, hit cards, Ask with clickable citations.
+// Note text is untrusted: it is only ever inserted with textContent, never as HTML.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const DEBOUNCE_MS = 250;
+let timer = null;
+let latest = 0;
+
+function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(props)) {
+    if (k === "text") node.textContent = v;
+    else if (k === "class") node.className = v;
+    else node.setAttribute(k, v);
+  }
+  for (const c of children) if (c) node.append(c);
+  return node;
+}
+
+async function api(method, path, body) {
+  const opts = { method, headers: {} };
+  if (body !== undefined) {
+    opts.headers["Content-Type"] = "application/json";
+    opts.body = JSON.stringify(body);
+  }
+  const r = await fetch(path, opts);
+  const data = await r.json();
+  if (!r.ok) throw new Error(data.error || `HTTP ${r.status}`);
+  return data;
+}
+
+function showError(message) {
+  const box = $("error");
+  box.textContent = message || "";
+  box.hidden = !message;
+}
+
+function terms(query) {
+  return [...new Set(query.toLowerCase().match(/[\p{L}\p{N}]{2,}/gu) || [])];
+}
+
+// The snippet as text nodes, with the query's terms in <mark> elements.
+function marked(text, words) {
+  const frag = document.createDocumentFragment();
+  if (!words.length) { frag.append(text); return frag; }
+  const escaped = words.map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
+  const re = new RegExp(`(${escaped.join("|")})`, "giu");
+  let last = 0;
+  for (const m of text.matchAll(re)) {
+    frag.append(text.slice(last, m.index), el("mark", { text: m[0] }));
+    last = m.index + m[0].length;
+  }
+  frag.append(text.slice(last));
+  return frag;
+}
+
+function badges(item) {
+  const out = [];
+  if (item.stale) out.push(el("span", { class: "badge stale", text: "stale",
+    title: "the note changed on disk since it was indexed" }));
+  if ("embedded" in item) out.push(el("span", {
+    class: "badge embedded", text: item.embedded ? "embedded" : "not embedded yet" }));
+  return out;
+}
+
+function editorLink(hit) {
+  const template = localStorage.getItem("brainbot.editor") || "vscode://file/{path}:{line}";
+  const full = hit.root ? `${hit.root.replace(/\/$/, "")}/${hit.path}` : hit.path;
+  const href = template.replace("{path}", encodeURI(full)).replace("{line}", hit.start_line);
+  return el("a", { href, text: "open", title: "open in your editor" });
+}
+
+function hitCard(hit, words) {
+  const heading = (hit.heading_path || []).join(" › ");
+  const title = el("h2", {}, el("span", { text: hit.path }), ...badges(hit));
+  const where = el("div", { class: "where",
+    text: `lines ${hit.start_line}-${hit.end_line}${heading ? " · " + heading : ""} · ` });
+  where.append(editorLink(hit));
+  const snippet = el("p", { class: "snippet" }, marked(hit.text || "", words));
+  return el("article", { class: "card hit" }, title, where, snippet);
+}
+
+function filters() {
+  const body = { mode: $("mode").value };
+  for (const name of ["tag", "path", "since", "before"]) {
+    const v = $(name).value.trim();
+    if (v) body[name] = v;
+  }
+  return body;
+}
+
+async function search() {
+  const query = $("q").value.trim();
+  const list = $("hits");
+  if (!query) { list.replaceChildren(); showError(""); return; }
+  const mine = ++latest;
+  try {
+    const found = await api("POST", "/api/search", { query, k: 10, ...filters() });
+    if (mine !== latest) return;  // a newer search is on its way
+    showError("");
+    const words = terms(query);
+    list.replaceChildren(...found.hits.map((h) => hitCard(h, words)));
+    if (!found.hits.length) list.append(el("p", { class: "muted", text: "No hits." }));
+  } catch (err) {
+    if (mine === latest) showError(err.message);
+  }
+}
+
+async function showLines(cite, button) {
+  const next = button.nextElementSibling;
+  if (next && next.classList.contains("lines")) { next.remove(); return; }
+  const count = cite.end_line - cite.start_line + 1;
+  const pre = el("pre", { class: "lines", text: "…" });
+  button.after(pre);
+  try {
+    const got = await api("GET", `/api/get?ref=${encodeURIComponent(
+      `${cite.path}:${cite.start_line}:${count}`)}`);
+    pre.textContent = got.lines.map((l) => `${String(l.line).padStart(5)}  ${l.text}`)
+      .join("\n");
+    if (got.stale) pre.prepend(el("span", { class: "badge stale", text: "changed on disk" }),
+      "\n");
+  } catch (err) {
+    pre.textContent = err.message;
+  }
+}
+
+function citationButton(cite) {
+  const ok = cite.verified ? el("span", { class: "badge ok", text: "verified" })
+    : el("span", { class: "badge bad", text: "unverified" });
+  const button = el("button", { type: "button", class: "citation",
+    text: `[${cite.n}] ${cite.path}:${cite.start_line}-${cite.end_line} ` }, ok,
+    ...badges(cite));
+  button.addEventListener("click", () => showLines(cite, button));
+  return button;
+}
+
+function nearMisses(answer) {
+  const near = answer.nearest || [];
+  if (!near.length) return null;
+  const box = el("div", {}, el("h3", { text: "Nearest passages" }));
+  for (const n of near) {
+    const where = n.path ? `${n.path}:${n.start_line}-${n.end_line}` : JSON.stringify(n);
+    box.append(el("p", { class: "muted", text: where }));
+  }
+  return box;
+}
+
+async function ask() {
+  const question = $("q").value.trim();
+  const box = $("answer");
+  if (!question) { $("q").focus(); return; }
+  box.hidden = false;
+  box.replaceChildren(el("p", { class: "muted", text: "Thinking…" }));
+  try {
+    const a = await api("POST", "/api/ask", { question });
+    const head = el("h2", { text: "Answer" },
+      el("span", { class: a.refused ? "badge bad" : "badge ok", text: a.outcome }),
+      el("span", { class: "badge embedded", text: a.mode }));
+    const cites = el("div", {}, ...(a.citations || []).map(citationButton));
+    box.replaceChildren(el("div", { class: "card" }, head,
+      el("p", { class: "text", text: a.answer || "" }), cites, nearMisses(a)));
+  } catch (err) {
+    box.replaceChildren(el("p", { class: "error", text: err.message }));
+  }
+}
+
+async function status() {
+  try {
+    const s = await api("GET", "/api/status");
+    $("status").textContent = `${s.documents} notes · ${s.chunks} chunks`;
+  } catch (err) {
+    $("status").textContent = err.message;
+  }
+}
+
+function later() {
+  clearTimeout(timer);
+  timer = setTimeout(search, DEBOUNCE_MS);
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("q").addEventListener("input", later);
+  for (const id of ["mode", "tag", "path", "since", "before"]) {
+    $(id).addEventListener("change", later);
+  }
+  $("search-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    clearTimeout(timer);
+    search();
+  });
+  $("ask").addEventListener("click", ask);
+  document.addEventListener("keydown", (e) => {
+    const typing = ["INPUT", "SELECT", "TEXTAREA"].includes(document.activeElement.tagName);
+    if (e.key === "/" && !typing) { e.preventDefault(); $("q").focus(); }
+  });
+  status();
+});
