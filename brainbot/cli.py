@@ -14,13 +14,8 @@ import sys
 from pathlib import Path
 
 from . import __version__
+from .cli_args import COMMANDS, _db_default
 from .errors import BrainbotError, InputError
-
-DEFAULT_DB = "brainbot.db"
-
-
-def _db_default() -> str:
-    return os.environ.get("BRAINBOT_DB", DEFAULT_DB)
 
 
 def _emit_json(data) -> None:
@@ -377,206 +372,6 @@ def cmd_copy(args) -> int:
 
 
 # -- parser ---------------------------------------------------------------------------
-def _db_option(p: argparse.ArgumentParser, default=True) -> None:
-    p.add_argument("--db", default=_db_default() if default else None, metavar="FILE|URL",
-                   help=f"the index: a SQLite file or a postgresql:// URL "
-                        f"(default: $BRAINBOT_DB or ./{DEFAULT_DB})")
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
-def _add_index(sub) -> None:
-    p = sub.add_parser("index", help="index notes into the database",
-                       epilog="Example: brainbot index ~/notes --db notes.db")
-    p.add_argument("paths", nargs="*", metavar="PATH")
-    _db_option(p)
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.add_argument("--rebuild", action="store_true", help="start the database from scratch")
-    p.add_argument("--prune", action="store_true",
-                   help="remove the notes of indexed roots not present on this machine")
-    p.add_argument("--precision", choices=["fp32", "int8"], default="fp32",
-                   help="embedding precision (int8 is measured in the README)")
-    p.add_argument("--no-embed", action="store_true",
-                   help="stop after the lexical phase (BM25, links, tags, filters); a later "
-                        "index or watch embeds the chunks")
-    p.set_defaults(func=cmd_index)
-
-
-def _add_query(sub) -> None:
-    p = sub.add_parser("query", help="search the notes",
-                       epilog="Example: brainbot query 'how long to proof dough' -k 5 --explain")
-    p.add_argument("text")
-    _db_option(p)
-    p.add_argument("-k", type=_positive, default=10, help="results to show (default 10)")
-    p.add_argument("--mode", choices=["bm25", "vector", "hybrid"], default="hybrid")
-    p.add_argument("--rerank", action="store_true", help="re-rank the fused candidates")
-    out = p.add_mutually_exclusive_group()
-    out.add_argument("--json", action="store_true", help="print a JSON array")
-    out.add_argument("--jsonl", action="store_true", help="print one JSON object a line")
-    p.add_argument("--explain", action="store_true", help="show each leg's rank and score")
-    p.add_argument("--path", metavar="GLOB", help="only notes whose path matches GLOB")
-    p.add_argument("--tag", action="append", metavar="TAG",
-                   help="only notes tagged TAG or TAG/... (front matter or #inline; repeatable)")
-    p.add_argument("--since", metavar="DATE",
-                   help="only notes dated DATE or later (YYYY-MM-DD, or 7d, 3w, 2m, 1y ago)")
-    p.add_argument("--before", metavar="DATE", help="only notes dated before DATE")
-    p.add_argument("--linked-to", metavar="NOTE",
-                   help="only notes that link to NOTE or that NOTE links to")
-    p.add_argument("--min-score", type=float, metavar="X", help="drop hits scoring below X")
-    p.set_defaults(func=cmd_query)
-
-
-def _add_get(sub) -> None:
-    p = sub.add_parser("get", help="print a note's lines or a chunk, numbered",
-                       epilog="Example: brainbot get cooking/bread.md:10:20")
-    p.add_argument("target", metavar="PATH[:LINE[:COUNT]]|CHUNK_ID")
-    _db_option(p)
-    p.set_defaults(func=cmd_get)
-
-
-def _add_links_and_tags(sub) -> None:
-    p = sub.add_parser("links", help="a note's links, backlinks and unresolved links",
-                       epilog="Example: brainbot links 'Garden Plan' --db notes.db")
-    p.add_argument("note", metavar="NOTE", help="a path, or a name as in a [[wikilink]]")
-    _db_option(p)
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_links)
-    p = sub.add_parser("tags", help="every tag with the number of notes that carry it",
-                       epilog="Example: brainbot tags --db notes.db")
-    _db_option(p)
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_tags)
-
-
-def _add_chunks(sub) -> None:
-    p = sub.add_parser("chunks", help="write chunk records as JSON Lines",
-                       epilog="Example: brainbot chunks ~/notes --jsonl chunks.jsonl")
-    p.add_argument("paths", nargs="+", metavar="PATH")
-    p.add_argument("--jsonl", metavar="FILE", help="write to FILE instead of stdout")
-    p.add_argument("--workers", type=_positive, default=None,
-                   help="processes to chunk on (default: every usable CPU; 1: this one)")
-    p.set_defaults(func=cmd_chunks)
-
-
-def _add_report(sub) -> None:
-    p = sub.add_parser("report", help="score the chunking quality",
-                       epilog="Example: brainbot report ~/notes   or   brainbot report --db notes.db")
-    p.add_argument("paths", nargs="*", metavar="PATH")
-    _db_option(p, default=False)
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_report)
-
-
-def _add_status_and_doctor(sub) -> None:
-    p = sub.add_parser("status", help="what the database holds and what is active",
-                       epilog="Example: brainbot status --db notes.db")
-    _db_option(p)
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_status)
-    p = sub.add_parser("doctor", help="check model, export, kernel, sqlite-vec and the database",
-                       epilog="Example: brainbot doctor --db notes.db")
-    _db_option(p)
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_doctor)
-
-
-def _add_eval(sub) -> None:
-    p = sub.add_parser("eval", help="measure retrieval quality (BEIR or a question set)",
-                       epilog="Example: brainbot eval --beir ../shared/data/nfcorpus --db nf.db")
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--beir", metavar="DIR", help="a BEIR dataset folder")
-    src.add_argument("--questions", metavar="FILE", help="a question set (JSON Lines)")
-    _db_option(p, default=False)
-    p.add_argument("--split", default="test")
-    p.add_argument("--modes", default="bm25,vector,hybrid")
-    p.add_argument("--answers", action="store_true",
-                   help="with --questions: measure `brainbot ask` answers, not retrieval")
-    p.add_argument("-k", type=_positive, default=10)
-    p.add_argument("--limit", type=int, default=None, help="only the first N queries")
-    p.add_argument("--precision", choices=["fp32", "int8"], default="fp32",
-                   help="embedding precision of a BEIR index built for the eval")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_eval)
-
-
-def _add_ask(sub) -> None:
-    p = sub.add_parser("ask", help="answer a question from the notes, with citations",
-                       epilog="Example: brainbot ask 'when do I feed the starter?'")
-    p.add_argument("text")
-    _db_option(p)
-    p.add_argument("-k", type=_positive, default=8, help="chunks to retrieve per search")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--show-context", action="store_true",
-                   help="print what would be sent to the API and send nothing")
-    p.add_argument("--model", default=None, help="Claude model (default: $BRAINBOT_MODEL)")
-    p.set_defaults(func=cmd_ask)
-
-
-def _add_watch(sub) -> None:
-    p = sub.add_parser("watch", help="keep the index fresh while notes change",
-                       epilog="Example: brainbot watch ~/notes --db notes.db")
-    p.add_argument("paths", nargs="+", metavar="PATH", help="folders of notes to watch")
-    _db_option(p)
-    p.add_argument("--json", action="store_true", help="print one JSON object per pass")
-    p.set_defaults(func=cmd_watch)
-
-
-def _add_mcp(sub) -> None:
-    p = sub.add_parser("mcp", help="serve the index to agents over MCP (stdio)",
-                       epilog="Example: claude mcp add brainbot -- brainbot mcp --db "
-                              "~/notes.db --watch ~/notes")
-    _db_option(p)
-    p.add_argument("--watch", nargs="+", metavar="PATH",
-                   help="also keep the index fresh from these folders")
-    p.set_defaults(func=cmd_mcp)
-
-
-def _add_serve(sub) -> None:
-    p = sub.add_parser("serve", help="one warm daemon: MCP over HTTP, a JSON API and a page",
-                       epilog="Example: brainbot serve --db ~/notes.db --watch ~/notes "
-                              "(then open http://127.0.0.1:8765/)")
-    _db_option(p)
-    p.add_argument("--watch", nargs="+", metavar="PATH",
-                   help="also keep the index fresh from these folders")
-    p.add_argument("--host", default="127.0.0.1",
-                   help="address to bind (default 127.0.0.1; others need --token)")
-    p.add_argument("--port", type=int, default=8765, help="port (default 8765)")
-    p.add_argument("--token", default=None,
-                   help="require Authorization: Bearer TOKEN on every request")
-    p.set_defaults(func=cmd_serve)
-
-
-def _add_model(sub) -> None:
-    p = sub.add_parser("model", help="get, export or show the embedding model",
-                       epilog="Example: brainbot model pull")
-    p.add_argument("action", choices=["pull", "export", "info"])
-    p.add_argument("--precision", choices=["fp32", "int8"], default="fp32")
-    p.set_defaults(func=cmd_model)
-
-
-def _add_copy(sub) -> None:
-    p = sub.add_parser(
-        "copy", help="copy an index between SQLite and Postgres, without re-embedding",
-        epilog="Example: brainbot copy --from notes.db --to postgresql://me@db.example/notes")
-    p.add_argument("--from", dest="source", required=True, metavar="FILE|URL",
-                   help="the index to read")
-    p.add_argument("--to", dest="target", required=True, metavar="FILE|URL",
-                   help="the index to write (must be empty, or pass --replace)")
-    p.add_argument("--replace", action="store_true",
-                   help="empty a target that already holds an index first")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.set_defaults(func=cmd_copy)
-
-
-COMMANDS = (_add_index, _add_query, _add_get, _add_links_and_tags, _add_chunks, _add_report,
-            _add_status_and_doctor, _add_eval, _add_ask, _add_watch, _add_mcp, _add_serve,
-            _add_model, _add_copy)
-
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -594,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return args.func(args)
+        return globals()[args.func](args)
     except BrainbotError as exc:
         _warn(f"error: {exc}")
         return exc.exit_code
