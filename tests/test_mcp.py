@@ -346,10 +346,15 @@ def test_mcp_exit_stops_the_watch_between_transactions(tmp_path, shared_embedder
     conn = sqlean.connect(str(db))
     try:
         documents = conn.execute("SELECT count(*) FROM documents").fetchone()[0]
+        unembedded = conn.execute("SELECT count(*) FROM chunks WHERE id NOT IN "
+                                  "(SELECT chunk FROM embeddings)").fetchone()[0]
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     finally:
         conn.close()
-    assert documents < 300, "the pass ended before the client closed: nothing was tested"
+    # Two phases: the lexical one writes every note quickly, the semantic one takes the time,
+    # so a pass stopped in either leaves notes unwritten or chunks without a vector.
+    assert documents < 300 or unembedded > 0, \
+        "the pass ended before the client closed: nothing was tested"
     assert not wal_left, err.read_text()
     assert generation() >= at_close and "Traceback" not in err.read_text()
 
