@@ -8,7 +8,7 @@ deterministic stand-in embedder (hash-seeded unit vectors: the first build is no
 is measured, and embedding 10,000 chunks for real would take minutes), then times the
 second run, which must embed nothing: in-process (the library) and as a fresh
 `python -m brainbot index` process (what a user waits for, interpreter start included).
-Writes benchmarks/results/index.json. Target (DESIGN.md): ≤ 2 s for 10,000 files.
+Writes benchmarks/results/index.json. Target (README, "Indexing"): ≤ 2 s for 10,000 files.
 
 With --corpus, a real vault with the real embedder instead: the first `brainbot index`
 (chunk, embed, write) and three no-op re-runs, all as whole processes; writes

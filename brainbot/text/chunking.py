@@ -140,7 +140,7 @@ class Chunk:
         )
 
     def to_record(self) -> dict:
-        """The chunk record of DESIGN.md, one line of `brainbot chunks`."""
+        """The chunk record (README, "The chunk record"), one line of `brainbot chunks`."""
         return {
             "chunk_id": self.chunk_id,
             "chunk_index": self.chunk_index,
