@@ -39,16 +39,24 @@ function showError(message) {
   box.hidden = !message;
 }
 
+// Lucene's English stop words (as the BM25 analyzer drops them) and question words.
+const STOP = new Set(("a an and are as at be but by for if in into is it no not of on or " +
+  "such that the their then there these they this to was will with how what when where " +
+  "why who which do does did i my me").split(" "));
+
 function terms(query) {
-  return [...new Set(query.toLowerCase().match(/[\p{L}\p{N}]{2,}/gu) || [])];
+  const words = query.toLowerCase().match(/[\p{L}\p{N}]{2,}/gu) || [];
+  return [...new Set(words.filter((w) => !STOP.has(w)))];
 }
 
-// The snippet as text nodes, with the query's terms in <mark> elements.
+// The snippet as text nodes, with the query's words (whole, or with an s/es/ed/ing
+// ending) in <mark> elements.
 function marked(text, words) {
   const frag = document.createDocumentFragment();
   if (!words.length) { frag.append(text); return frag; }
   const escaped = words.map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
-  const re = new RegExp(`(${escaped.join("|")})`, "giu");
+  const re = new RegExp(
+    `(?<![\\p{L}\\p{N}])(?:${escaped.join("|")})(?:s|es|ed|ing)?(?![\\p{L}\\p{N}])`, "giu");
   let last = 0;
   for (const m of text.matchAll(re)) {
     frag.append(text.slice(last, m.index), el("mark", { text: m[0] }));
