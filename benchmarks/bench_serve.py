@@ -169,11 +169,225 @@ def save_to_searchable(folder: Path, db: Path, edits: int) -> dict:
             "cli_max_s": round(max(cli_times), 3)}
 
 
+# -- transports: the same warm search over stdio MCP, HTTP /api/search and HTTP /mcp --------
+class StdioMcp:
+    """`brainbot mcp` in a child process, spoken to in raw JSON-RPC lines (no SDK client,
+    so the client costs the same as the raw HTTP one's)."""
+
+    def __init__(self, db: Path) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "brainbot", "mcp", "--db", str(db)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, env=server_env())
+        self.next_id = 0
+        self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                    "clientInfo": {"name": "bench", "version": "0"}})
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, message: dict) -> None:
+        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def request(self, method: str, params: dict) -> dict:
+        self.next_id += 1
+        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        while True:
+            reply = json.loads(self.proc.stdout.readline())
+            if reply.get("id") == self.next_id:
+                return reply
+
+    def search(self, query: str) -> int:
+        reply = self.request("tools/call", {"name": "search",
+                                            "arguments": {"query": query, "k": 10}})
+        return len(reply["result"]["structuredContent"]["hits"])
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+class HttpServe:
+    """`brainbot serve` in a child process, one keep-alive connection."""
+
+    def __init__(self, db: Path) -> None:
+        import http.client
+        import socket
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "brainbot", "serve", "--db", str(db), "--port",
+             str(self.port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env=server_env())
+        for _ in range(600):
+            try:
+                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+                self.post("/health", None, "GET")
+                return
+            except OSError:
+                time.sleep(0.2)
+        raise RuntimeError("brainbot serve did not start")
+
+    def post(self, path: str, body, method: str = "POST", headers=None) -> dict:
+        data = None if body is None else json.dumps(body).encode()
+        self.conn.request(method, path, body=data, headers={
+            "Content-Type": "application/json", **(headers or {})})
+        return json.loads(self.conn.getresponse().read())
+
+    def search(self, query: str) -> int:
+        return len(self.post("/api/search", {"query": query, "k": 10})["hits"])
+
+    def mcp_search(self, query: str) -> int:
+        reply = self.post("/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                   "params": {"name": "search",
+                                              "arguments": {"query": query, "k": 10}}},
+                          headers={"Accept": "application/json, text/event-stream"})
+        return len(reply["result"]["structuredContent"]["hits"])
+
+    def close(self) -> None:
+        self.conn.close()
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+def _pcts(times: list[float]) -> dict:
+    return {"p50_ms": round(statistics.median(times), 2),
+            "p95_ms": round(float(np.percentile(times, 95)), 2), "queries": len(times)}
+
+
+def transports(db: Path, queries: int = 60) -> dict:
+    """Warm hybrid search through each transport, the calls interleaved query by query
+    (the order rotating), so that the machine's noise falls on all three alike."""
+    rng = np.random.default_rng(11)
+    texts = [" ".join(words(rng, 6)) for _ in range(queries + 5)]
+    stdio, served = StdioMcp(db), HttpServe(db)
+    try:
+        calls = {"stdio MCP": stdio.search, "HTTP /api/search": served.search,
+                 "HTTP MCP (/mcp)": served.mcp_search}
+        times: dict[str, list[float]] = {name: [] for name in calls}
+        for i, text in enumerate(texts):
+            names = list(calls)[i % 3:] + list(calls)[:i % 3]
+            for name in names:
+                t0 = time.perf_counter()
+                assert calls[name](text) > 0
+                if i >= 5:
+                    times[name].append((time.perf_counter() - t0) * 1000)
+        return {name: _pcts(t) for name, t in times.items()}
+    finally:
+        stdio.close()
+        served.close()
+
+
+def memory(pid: int) -> tuple[int, int]:
+    """(RSS, PSS) of a process in bytes, from /proc (PSS shares shared pages out)."""
+    fields = {}
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]:
+        name, value = line.split(":", 1)
+        fields[name] = int(value.split()[0]) * 1024
+    return fields["Rss"], fields["Pss"]
+
+
+def resident(db: Path, ns=(1, 3)) -> dict:
+    """Memory of one serve answering N clients against N stdio `brainbot mcp` processes,
+    each warm (one hybrid search done, so model, vectors and postings are loaded)."""
+    out = {}
+    for n in ns:
+        servers = [StdioMcp(db) for _ in range(n)]
+        try:
+            for s in servers:
+                s.search("warm up the vectors")
+            mems = [memory(s.proc.pid) for s in servers]
+        finally:
+            for s in servers:
+                s.close()
+        served = HttpServe(db)
+        try:
+            for _ in range(n):
+                served.search("warm up the vectors")
+            rss, pss = memory(served.proc.pid)
+        finally:
+            served.close()
+        out[str(n)] = {"mcp_rss_mb": round(sum(m[0] for m in mems) / 2**20, 1),
+                       "mcp_pss_mb": round(sum(m[1] for m in mems) / 2**20, 1),
+                       "serve_rss_mb": round(rss / 2**20, 1),
+                       "serve_pss_mb": round(pss / 2**20, 1)}
+    return out
+
+
+def cold_query(chunks: int = 10_000, runs: int = 7) -> dict:
+    """`brainbot query` as a whole new process (the console script), hybrid, --json: with
+    a `brainbot serve` of the index running (the CLI sends the search there) and on a copy
+    of the same index that no daemon serves (searched in-process); runs interleaved."""
+    import shutil
+
+    script = str(Path(sys.executable).parent / "brainbot")
+    times: dict[str, list[float]] = {"daemon": [], "in-process": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        db, alone = Path(tmp) / "c.db", Path(tmp) / "alone.db"
+        build_synthetic(db, chunks)
+        shutil.copy(db, alone)
+        served = HttpServe(db)
+        try:
+            while not Path(str(db) + ".serve.json").exists():
+                time.sleep(0.1)
+            for i in range(runs + 1):
+                for name, target in (("daemon", db), ("in-process", alone))[::1 - 2 * (i % 2)]:
+                    t0 = time.perf_counter()
+                    subprocess.run([script, "query", "w1 w2 w30", "--db", str(target), "--json"],
+                                   check=True, capture_output=True, env=server_env())
+                    if i:  # the first round warms the page cache
+                        times[name].append((time.perf_counter() - t0) * 1000)
+        finally:
+            served.close()
+    return {"chunks": chunks, "runs": runs, **{f"{k}_median_ms": round(statistics.median(v), 1)
+                                               for k, v in times.items()}}
+
+
+def main_transports(sizes: list[int], out_path: str) -> int:
+    out = {"load_start": os.getloadavg()[0], "cpu": _cpu(), "search": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in sizes:
+            db = Path(tmp) / f"s{n}.db"
+            build_synthetic(db, n)
+            out["search"][str(n)] = transports(db)
+            print(f"warm search, hybrid, {n:,} chunks: {out['search'][str(n)]}", flush=True)
+        out["memory_chunks"] = sizes[-1]
+        out["memory"] = resident(Path(tmp) / f"s{sizes[-1]}.db")
+        print(f"memory at {sizes[-1]:,} chunks: {out['memory']}", flush=True)
+    out["load_end"] = os.getloadavg()[0]
+    Path(out_path).write_text(json.dumps(out, indent=2) + "\n")
+    return 0
+
+
+def _cpu() -> str:
+    names = [x.split(":", 1)[1].strip() for x in Path("/proc/cpuinfo").read_text().splitlines()
+             if x.startswith("model name")]
+    return names[0] if names else "unknown"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="10k chunks only, 5 edits")
     parser.add_argument("--out", default=str(REPO / "benchmarks/results/serve.json"))
+    parser.add_argument("--transports", action="store_true",
+                        help="only the transports (stdio MCP, HTTP /api/search, HTTP /mcp) "
+                             "and the memory of serve vs N mcp processes, to "
+                             "benchmarks/results/serve_http.json")
+    parser.add_argument("--cold", action="store_true",
+                        help="only the cold `brainbot query` with and without a daemon, "
+                             "added to benchmarks/results/serve_http.json")
     args = parser.parse_args()
+    if args.cold:
+        path = REPO / "benchmarks/results/serve_http.json"
+        data = json.loads(path.read_text()) if path.exists() else {}
+        data["cold"] = {"load_start": os.getloadavg()[0], **cold_query()}
+        data["cold"]["load_end"] = os.getloadavg()[0]
+        path.write_text(json.dumps(data, indent=2) + "\n")
+        print(data["cold"])
+        return 0
+    if args.transports:
+        return main_transports([10_000] if args.quick else [10_000, 100_000],
+                               str(REPO / "benchmarks/results/serve_http.json"))
     out = {"load_start": os.getloadavg()[0], "search": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for n in [10_000] if args.quick else [10_000, 100_000]:

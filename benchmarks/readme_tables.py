@@ -322,6 +322,41 @@ def static_int8_section() -> str:
     return "\n".join(text)
 
 
+def serve_http_section() -> str:
+    sv = _load("serve_http.json")
+    if not sv:
+        return ""
+    names = list(next(iter(sv["search"].values())))
+    rows = [[name] + [f"{sv['search'][n][name]['p50_ms']} ({sv['search'][n][name]['p95_ms']})"
+                      for n in sv["search"]] for name in names]
+    mem = [[n, f"{m['mcp_rss_mb']} / {m['mcp_pss_mb']}", f"{m['serve_rss_mb']} / "
+            f"{m['serve_pss_mb']}"] for n, m in sv["memory"].items()]
+    text = [
+        "### Serving: HTTP against stdio",
+        "`python benchmarks/bench_serve.py --transports` — the same warm hybrid search "
+        "(query embedding included) through `brainbot mcp` over stdio (raw JSON-RPC lines), "
+        "`brainbot serve`'s `POST /api/search` and its `/mcp` (one keep-alive connection), "
+        "the three calls interleaved query by query, 60 queries after 5 warm-ups, on the "
+        "synthetic indexes above. " + sv["cpu"] + f", load average {sv['load_start']:.1f} at "
+        f"the start and {sv['load_end']:.1f} at the end (other jobs on the 2 cores): these "
+        "latencies are the machine's queueing, not the transports', and do not show the "
+        "≤ 3 ms target either way; measure on an idle machine.", "",
+        _table(["transport"] + [f"{int(n):,} chunks p50 (p95) ms" for n in sv["search"]],
+               rows), "",
+        f"Memory with {sv['memory_chunks']:,} chunks loaded (each server warm: one hybrid "
+        "search done), MB RSS / PSS (PSS splits shared pages, such as the libraries', "
+        "between the processes):", "",
+        _table(["clients", "N × `brainbot mcp` (stdio)", "one `brainbot serve`"], mem)]
+    cold = sv.get("cold")
+    if cold:
+        text += ["", f"Cold `brainbot query --json` as a new process on {cold['chunks']:,} "
+                 f"chunks, median of {cold['runs']} interleaved (`--cold`): "
+                 f"{cold['daemon_median_ms']} ms with a `serve` of the index running, "
+                 f"{cold['in-process_median_ms']} ms in-process (load average "
+                 f"{cold['load_start']:.1f} to {cold['load_end']:.1f})."]
+    return "\n".join(text)
+
+
 def related_section() -> str:
     r = _load("related.json")
     if not r:
@@ -350,7 +385,7 @@ def build() -> str:
     parts = [p for p in (eval_section(), cjk_section(), search_section(), embed_section(),
                          static_int8_section(),
                          chunking_section(), index_section(), coldstart_section(),
-                         serve_section(), related_section()) if p]
+                         serve_section(), serve_http_section(), related_section()) if p]
     return "## Results\n\nMachine: 2-core AMD EPYC VM, 24 GB, shared and noisy; every " \
            "figure is from one run of the command named, anchors side by side.\n\n" + \
            "\n\n".join(parts)

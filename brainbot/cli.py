@@ -80,7 +80,24 @@ def _phase_line(stats) -> str:
             f"{stats.embed_seconds:.1f} s, {stats.embedded_line()}")
 
 
+def _daemon_query(args) -> dict | None:
+    """What a running `brainbot serve` of this index answers (serve/client.py), or None."""
+    if args.rerank or args.explain or args.min_score is not None or len(args.tag or ()) > 1:
+        return None  # options the daemon's API does not take: search here
+    from .render import use_colour
+    from .serve import client
+
+    body = {"query": args.text, "k": args.k, "mode": args.mode, "path": args.path,
+            "tag": args.tag[0] if args.tag else None, "since": args.since,
+            "before": args.before, "linked_to": args.linked_to,
+            "cli": {"colour": not (args.json or args.jsonl) and use_colour(sys.stdout)}}
+    return client.search(args.db, body)
+
+
 def cmd_query(args) -> int:
+    reply = _daemon_query(args)
+    if reply is not None:
+        return _print_query(args, reply["hits"], reply.get("partial"), reply.get("text", ""))
     from brainbot.notes.vault import parse_when
     from brainbot.search.searcher import Searcher
 
@@ -93,20 +110,25 @@ def cmd_query(args) -> int:
                                path_glob=args.path, tags=args.tag, min_score=args.min_score,
                                since=since, before=before, linked_to=args.linked_to)
         note = searcher.partial_note(args.mode)
+    text = "" if args.json or args.jsonl else "\n\n".join(
+        hit_block(i + 1, h, args.text, Style(use_colour(sys.stdout)), args.explain)
+        for i, h in enumerate(hits))
+    return _print_query(args, [h.to_dict(args.explain) for h in hits], note, text)
+
+
+def _print_query(args, records: list[dict], note: str | None, text: str) -> int:
     if note:
         print(note, file=sys.stderr)  # never in --json stdout
     if args.json:
-        _emit_json([h.to_dict(args.explain) for h in hits])
+        _emit_json(records)
     elif args.jsonl:
-        for h in hits:
-            print(_json_line(h.to_dict(args.explain)))
+        for record in records:
+            print(_json_line(record))
     else:
-        if not hits:
+        if not records:
             print("no matches", file=sys.stderr)
             return 1
-        style = Style(use_colour())
-        print("\n\n".join(hit_block(i + 1, h, args.text, style, args.explain)
-                          for i, h in enumerate(hits)))
+        print(text)
     return 0
 
 
@@ -171,7 +193,7 @@ def cmd_related(args) -> int:
     if not report.related:
         print(printable(f"no related notes for {report.note.path}"), file=sys.stderr)
         return 1
-    style = Style(use_colour())
+    style = Style(use_colour(sys.stdout))
     blocks = [printable(f"related to {report.note.path}")]
     for i, r in enumerate(report.related, 1):
         c = r.chunk

@@ -10,8 +10,6 @@ import os
 import re
 import sys
 
-from brainbot.text import lexical
-
 SNIPPET_CHARS = 240
 
 
@@ -78,6 +76,8 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 def snippet(text: str, query: str, style: Style, width: int = SNIPPET_CHARS) -> str:
     """The window of ``text`` with the most query terms, terms highlighted, one line."""
     flat = " ".join(text.split())
+    from brainbot.text import lexical  # numpy: not on the JSON path to a daemon
+
     wanted = set(lexical.analyze(query))
     words = list(_WORD.finditer(flat))
     hits = [m for m in words if _is_wanted(m.group(), wanted)]
@@ -100,6 +100,8 @@ def snippet(text: str, query: str, style: Style, width: int = SNIPPET_CHARS) -> 
 
 
 def _is_wanted(word: str, wanted: set[str]) -> bool:
+    from brainbot.text import lexical
+
     terms = lexical.analyze(word)
     return bool(terms) and terms[0] in wanted
 

@@ -288,3 +288,70 @@ def test_concurrent_clients_while_a_watch_reindexes(tmp_path):
     # broken reply or a dropped connection are failures.
     real = [e for e in errors if len(e) != 4 or not 400 <= e[2] < 500]
     assert not real, real[:5]
+
+
+PROBE = ("import sys; from brainbot.cli import main; code = main(sys.argv[1:]); "
+         "print('numpy' in sys.modules, 'onnxruntime' in sys.modules, file=sys.stderr); "
+         "sys.exit(code)")
+
+
+def cli(*argv: str, env=None) -> subprocess.CompletedProcess:
+    """`brainbot ARGV` in a fresh interpreter, which reports on stderr's last line whether
+    numpy and onnxruntime were imported."""
+    return subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True,
+                          text=True, env=env)
+
+
+def test_cli_query_uses_the_running_daemon_with_the_same_output(daemon, tmp_path):
+    import shutil
+
+    db = daemon.proc.args[daemon.proc.args.index("--db") + 1]
+    info = json.loads(Path(db + ".serve.json").read_text())
+    assert info["port"] == daemon.port and info["pid"] == daemon.proc.pid
+    alone = tmp_path / "alone.db"  # the same index without a daemon: searched in-process
+    shutil.copy(db, alone)
+    for fmt in ((), ("--json",), ("--jsonl",), ("--path", "cooking/*", "--json")):
+        via = cli("query", "proofing dough", "-k", "4", "--db", db, *fmt)
+        here = cli("query", "proofing dough", "-k", "4", "--db", str(alone), *fmt)
+        assert via.returncode == here.returncode == 0, via.stderr + here.stderr
+        assert via.stdout == here.stdout and via.stdout.strip()
+        assert via.stderr.splitlines()[-1] == "False False"  # no numpy, no onnxruntime
+        assert here.stderr.splitlines()[-1] == "True True"
+    # what the daemon's API does not take is searched here
+    assert cli("query", "dough", "--explain", "--db", db).stderr.splitlines()[-1] == \
+        "True True"
+
+
+@pytest.mark.parametrize("change", ["pid", "version", "index_id", "garbage"])
+def test_a_stale_daemon_file_falls_back_silently(daemon, tmp_path, change):
+    import shutil
+
+    db = daemon.proc.args[daemon.proc.args.index("--db") + 1]
+    info = json.loads(Path(db + ".serve.json").read_text())
+    copy = tmp_path / "copy.db"
+    shutil.copy(db, copy)
+    st = copy.stat()
+    info["index_id"] = f"{st.st_dev}:{st.st_ino}"  # the copy's own: only `change` is stale
+    stale = {"pid": 2 ** 22 + 12345, "version": "0.0.0-other", "index_id": "1:1"}
+    if change in stale:  # beyond Linux's largest pid; another brainbot; another file
+        info[change] = stale[change]
+    Path(str(copy) + ".serve.json").write_text(
+        "{not json" if change == "garbage" else json.dumps(info))
+    run = cli("query", "proofing dough", "-k", "2", "--db", str(copy), "--json")
+    assert run.returncode == 0 and len(json.loads(run.stdout)) == 2
+    assert run.stderr.splitlines() == ["True True"]  # searched here, nothing said
+
+
+def test_the_daemon_file_lives_as_long_as_the_daemon(daemon, tmp_path):
+    import shutil
+
+    db = tmp_path / "own.db"
+    shutil.copy(daemon.proc.args[daemon.proc.args.index("--db") + 1], db)
+    d = Daemon(db)
+    file = Path(str(db) + ".serve.json")
+    deadline = time.monotonic() + 60
+    while not file.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert json.loads(file.read_text())["port"] == d.port
+    assert d.stop() in (0, -15)
+    assert not file.exists()

@@ -22,6 +22,7 @@ import hmac
 import ipaddress
 import json
 import logging
+import os
 import threading
 from importlib import resources
 
@@ -104,11 +105,25 @@ class Api:
         body = await _json_body(request)
         if isinstance(body, BrainbotError):
             return _bad(body)
+        cli = body.pop("cli", None)  # {"colour": bool}: `brainbot query` asks for its text
         try:
             args = _search_args(body)
         except InputError as exc:
             return _bad(exc)
-        return await self.run(lambda: {"hits": self.service.search(*args)["hits"]})
+        return await self.run(self._search, args, cli)
+
+    def _search(self, args: tuple, cli: dict | None) -> dict:
+        """The hits, the partial-index note and, for the CLI, its text output."""
+        from brainbot.render import Style, hit_block
+
+        hits = self.service.hits(*args)
+        reply = {"hits": [h.to_dict() for h in hits],
+                 "partial": self.service.searcher.partial_note(args[2])}
+        if isinstance(cli, dict):
+            style = Style(bool(cli.get("colour")))
+            reply["text"] = "\n\n".join(hit_block(i + 1, h, args[0], style)
+                                         for i, h in enumerate(hits))
+        return reply
 
     async def get(self, request):
         ref = request.query_params.get("ref")
@@ -225,6 +240,57 @@ async def static(request):
                              "X-Content-Type-Options": "nosniff"})
 
 
+class Announced:
+    """ASGI wrapper: once the server listens, the daemon file next to the index
+    (serve/client.py) names its port, so `brainbot query` can use it; it is removed when
+    the server shuts down (uvicorn's lifespan shutdown, before it re-raises SIGTERM)."""
+
+    def __init__(self, app, db, port: int) -> None:
+        from .client import port_file
+
+        self.app, self.db, self.port, self.path = app, db, port, port_file(db)
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "lifespan" or self.path is None:
+            return await self.app(scope, receive, send)
+
+        async def announce(message):
+            if message["type"] == "lifespan.startup.complete":
+                self.write()
+            return await send(message)
+
+        async def withdraw():
+            message = await receive()
+            if message["type"] == "lifespan.shutdown":
+                self.remove()
+            return message
+
+        try:
+            await self.app(scope, withdraw, announce)
+        finally:
+            self.remove()
+
+    def write(self) -> None:
+        from .client import announcement
+
+        tmp = f"{self.path}.{os.getpid()}.tmp"
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(announcement(self.db, self.port), f)
+            os.replace(tmp, self.path)
+        except OSError as exc:  # a read-only folder: the CLI just won't find the daemon
+            log.warning("cannot write %s: %s", self.path, exc)
+
+    def remove(self) -> None:
+        from .client import find
+
+        try:
+            if find(self.db) == self.port:  # ours, not a newer daemon's
+                os.remove(self.path)
+        except OSError:
+            pass
+
+
 def make_app(service, port: int, token: str | None = None, loopback: bool = True):
     """The whole ASGI app: the SDK's Streamable HTTP app for /mcp, our routes, the guard."""
     from mcp.server.transport_security import TransportSecuritySettings
@@ -249,7 +315,7 @@ def make_app(service, port: int, token: str | None = None, loopback: bool = True
         Route("/", static, methods=["GET"]),
         Route("/static/{name}", static, methods=["GET"]),
     ])
-    return Guard(app, port, token, loopback)
+    return Announced(Guard(app, port, token, loopback), service.db, port)
 
 
 def check_bind(host: str, token: str | None) -> bool:

@@ -80,14 +80,18 @@ class Service:
 
     # -- the tools' bodies ---------------------------------------------------------------
     def search(self, query, k, mode, path, tag, since, before, linked_to) -> dict[str, Any]:
+        hits = self.hits(query, k, mode, path, tag, since, before, linked_to)
+        return {"query": query, "mode": mode, "hits": [h.to_dict() for h in hits]}
+
+    def hits(self, query, k, mode, path, tag, since, before, linked_to) -> list:
+        """The Hits themselves (serve renders the CLI's text from them)."""
         from brainbot.notes.vault import parse_when
 
-        hits = self.searcher.search(query, k, mode=mode, path_glob=path or None,
+        return self.searcher.search(query, k, mode=mode, path_glob=path or None,
                                     tags=[tag] if tag else None,
                                     since=parse_when(since) if since else None,
                                     before=parse_when(before) if before else None,
                                     linked_to=linked_to or None)
-        return {"query": query, "mode": mode, "hits": [h.to_dict() for h in hits]}
 
     def get(self, ref, count) -> dict[str, Any]:
         from brainbot.index.reading import backlinks_of, get_lines
