@@ -187,3 +187,42 @@ def test_a_nul_is_stored_alike_and_its_citations_verify(kind, request, tmp_path,
     assert "The vault key is \ufffd under the mat." in hit.text and "\x00" not in hit.text
     (passage,) = Conversation.passages_for([hit])
     assert check_fresh(passage) is None and is_stale(passage, Freshness()) is False
+
+
+def test_one_verdict_and_each_readers_policy(indexed, vault, shared_embedder):
+    """S2: freshness says what the file is; hits flag it, `get` reads the current lines,
+    read_note refuses, a citation whose span still reads the same is kept and flagged, one
+    whose file is gone is dropped."""
+    from brainbot.ask.answers import Passage, check_fresh, is_stale
+    from brainbot.ask.tools import Conversation
+    from brainbot.errors import NotFoundError
+    from brainbot.index import reading
+    from brainbot.index.freshness import CHANGED, GONE, SAME
+
+    beta = vault / "sub" / "beta.md"
+    searcher = Searcher(indexed, embedder=shared_embedder)
+    store = searcher.store
+    doc = reading.document(store, "sub/beta.md")
+    chunk = store.document_chunks(doc.id)[0]
+    src = Passage(doc.path, doc.root, chunk.start_line, chunk.end_line, [], chunk.text,
+                  chunk.start_char, chunk.end_char, doc.sha256)
+    assert Freshness().state(doc) == SAME and check_fresh(src) is None
+    assert reading.stored_lines(store, doc) == beta.read_text(encoding="utf-8").split("\n")
+    beta.write_text(beta.read_text(encoding="utf-8") + "\nAdded after indexing.\n",
+                    encoding="utf-8")
+    assert Freshness().state(doc) == CHANGED and Freshness().stale(doc) is True
+    lines, stale = reading.current_lines(store, doc)
+    assert stale is True and lines[-2] == "Added after indexing."
+    with pytest.raises(NotFoundError, match="changed on disk since it was indexed"):
+        reading.stored_lines(store, doc)
+    tool = Conversation(searcher, 5).run_tool("read_note", {"path": "sub/beta.md"})
+    assert tool["is_error"] and "changed on disk" in tool["content"]
+    files = Freshness()
+    assert check_fresh(src, files) is None and is_stale(src, files) is True
+    beta.unlink()
+    files = Freshness()
+    assert files.state(doc) == GONE and files.stale(doc) is True
+    assert check_fresh(src, files) == "stale: the note is gone from disk since it was indexed"
+    with pytest.raises(NotFoundError, match="vanished from disk"):
+        reading.current_lines(store, doc)
+    searcher.close()
