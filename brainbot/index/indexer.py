@@ -120,6 +120,8 @@ class Indexer:
     store's writer lock is held from enter to exit, except while the semantic phase runs
     the model (it is taken again for each batch's write)."""
 
+    embed_chunks: int | None = None  # chunks per semantic batch; None: EMBED_CHUNKS
+
     def __init__(self, db_path, *, precision: str = "fp32", embedder=None, params=None,
                  rebuild: bool = False, progress: Callable[[int, int], None] | None = None,
                  stop=None, embed: bool = True,
@@ -265,7 +267,7 @@ class Indexer:
         after = 0
         while True:
             self._check_stop()
-            rows = self.store.unembedded_chunks(after, EMBED_CHUNKS)
+            rows = self.store.unembedded_chunks(after, self.embed_chunks or EMBED_CHUNKS)
             if not rows and after:
                 after = 0
                 continue
