@@ -155,6 +155,36 @@ def cmd_links(args) -> int:
     return 0
 
 
+def cmd_related(args) -> int:
+    from brainbot.search.related import related
+    from brainbot.store.target import open_store
+
+    from .render import Style, heading, printable, snippet, use_colour
+
+    with open_store(args.db) as store:
+        report = related(store, args.note, args.k, unlinked=args.unlinked)
+    if report.partial_note:
+        print(report.partial_note, file=sys.stderr)  # never in --json stdout
+    if args.json:
+        _emit_json([r.to_dict() for r in report.related])
+        return 0
+    if not report.related:
+        print(printable(f"no related notes for {report.note.path}"), file=sys.stderr)
+        return 1
+    style = Style(use_colour())
+    blocks = [printable(f"related to {report.note.path}")]
+    for i, r in enumerate(report.related, 1):
+        c = r.chunk
+        where = f"{r.document.path}:{c.start_line}-{c.end_line}"
+        tail = "  linked" if r.linked else ""
+        blocks.append(f"{style.bold(f'{i}.')} {style.path(printable(where))}  "
+                      f"{style.dim(printable(heading(c.heading_path)))}  "
+                      f"{style.dim(f'score {r.score:.4f}{tail}')}\n"
+                      f"   {snippet(c.text, '', style)}")
+    print("\n\n".join(blocks))
+    return 0
+
+
 def cmd_tags(args) -> int:
     from brainbot.store.target import open_store
 

@@ -128,6 +128,16 @@ class Api:
             return _bad(InputError("give {\"question\": \"...\"}"))
         return await self.run(self.service.ask, question)
 
+    async def related(self, request):
+        params = request.query_params
+        note, k = params.get("note"), params.get("k", "10")
+        if not note:
+            return _bad(InputError("give note=PATH or a note's name"))
+        if not k.isdigit() or not 1 <= int(k) <= 50:
+            return _bad(InputError("k must be a whole number from 1 to 50"))
+        unlinked = params.get("unlinked", "false").lower() in ("1", "true", "yes")
+        return await self.run(self.service.related, note, int(k), unlinked)
+
     async def status(self, request):
         return await self.run(self.service.status)
 
@@ -210,6 +220,7 @@ def make_app(service, port: int, token: str | None = None, loopback: bool = True
         Route("/api/search", api.search, methods=["POST"]),
         Route("/api/get", api.get, methods=["GET"]),
         Route("/api/ask", api.ask, methods=["POST"]),
+        Route("/api/related", api.related, methods=["GET"]),
         Route("/", static, methods=["GET"]),
         Route("/static/{name}", static, methods=["GET"]),
     ])

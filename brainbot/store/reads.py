@@ -178,6 +178,12 @@ class SharedReads:
         return [document_row(r) for r in self._sql(
             f"SELECT {DOC_COLUMNS} FROM documents d ORDER BY d.root{c}, d.path{c}")]
 
+    def document_vectors(self, document_id: int) -> list[tuple[int, np.ndarray | None]]:
+        """(chunk id, vector; None when not embedded yet) of a document's chunks, in order."""
+        return [(r[0], None if r[1] is None else self._vector(r[1])) for r in self._sql(
+            "SELECT c.id, e.vector FROM chunks c LEFT JOIN embeddings e ON e.chunk = c.id "
+            "WHERE c.document_id = ? ORDER BY c.chunk_index", (document_id,))]
+
     def heading_at(self, document_id: int, line: int) -> list[str]:
         rows = self._sql(
             "SELECT heading_path FROM chunks WHERE document_id = ? AND start_line <= ? "
