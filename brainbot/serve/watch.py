@@ -70,7 +70,11 @@ BACKGROUND_EMBED_CHUNKS = 64
 # see whether the watch is stopping while it has nothing to do).
 EMBED_REPORT_S = 60.0
 EMBED_POLL_S = 0.5
-# How long the end of run() waits for the background semantic phase's batch in flight.
+# Texts per model run in the background: a stop is seen between two of them, so it need
+# not wait for a whole batch's run (the batch is dropped, not written). The Embedder's
+# vectors do not depend on the batch, so the slicing changes no bit.
+EMBED_SLICE = 16
+# How long the end of run() waits for the background semantic phase's slice in flight.
 EMBED_JOIN_S = 30.0
 
 log = logging.getLogger("brainbot.serve.watch")
@@ -127,6 +131,28 @@ class EmbedReport:
         return {"phase": "semantic", "embedded": self.embedded, "vectors": self.vectors,
                 "chunks": self.chunks, "seconds": round(self.seconds, 3),
                 "running": self.running, "error": self.error}
+
+
+class _Interruptible:
+    """The embedder of the background semantic phase: EMBED_SLICE texts a model run, with
+    ``halt`` looked at between runs (IndexStopped when set)."""
+
+    def __init__(self, embedder, halt) -> None:
+        self.embedder, self.halt = embedder, halt
+
+    def __getattr__(self, name):
+        return getattr(self.embedder, name)
+
+    def embed(self, texts):
+        import numpy as np
+
+        texts = list(texts)
+        parts = []
+        for start in range(0, len(texts), EMBED_SLICE):
+            if self.halt.is_set():
+                raise IndexStopped("stopped during the model run; run again to finish")
+            parts.append(self.embedder.embed(texts[start:start + EMBED_SLICE]))
+        return np.concatenate(parts) if parts else self.embedder.embed(texts)
 
 
 class _Halt:
@@ -324,7 +350,7 @@ class Watcher:
 
         while True:
             try:
-                with self._indexer(stop=halt) as ix:
+                with self._indexer(stop=halt, interruptible=True) as ix:
                     self.embedding["running"] = True
                     ix.embed_chunks = BACKGROUND_EMBED_CHUNKS
                     ix.embed_progress = progress
@@ -349,16 +375,20 @@ class Watcher:
             self.on_embed(report)
 
     @contextmanager
-    def _indexer(self, stop=None):
+    def _indexer(self, stop=None, interruptible: bool = False):
         """An open Indexer at the index's own precision: `index --precision int8` records
         it in the index's embedder ("…:int8:…"), and a writer of another precision is
         refused; a refusal for nothing but the precision switches to the recorded one.
-        It runs the lexical phase only: the semantic phase is the background's."""
+        It runs the lexical phase only: the semantic phase is the background's, whose
+        model runs stop in between (``interruptible``)."""
         from brainbot.index.indexer import Indexer
 
         precision = self.precision or "fp32"
         while True:
-            ix = Indexer(self.db, precision=precision, embedder=self._embedder(precision),
+            embedder = self._embedder(precision)
+            if interruptible:
+                embedder = _Interruptible(embedder, stop or self.stop)
+            ix = Indexer(self.db, precision=precision, embedder=embedder,
                          stop=stop or self.stop, embed=False)
             try:
                 ix.__enter__()
