@@ -123,6 +123,9 @@ def cmd_get(args) -> int:
         print(printable(f"note: {reading.path} changed on disk since it was indexed; "
                         "these are its current lines (run `brainbot index` to catch up)"),
               file=sys.stderr)
+    elif reading.stale is None:
+        print(printable(f"note: {reading.root} is not present here; these are the lines of "
+                        f"{reading.path} as indexed"), file=sys.stderr)
     for number, line in reading.lines:
         print(printable(f"{number:>6}  {line}", keep_newlines=True))
     if backlinks:
