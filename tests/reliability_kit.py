@@ -37,14 +37,14 @@ import os, signal, sys, time
 from contextlib import contextmanager
 
 import brainbot.index.indexer as ix
-import brainbot.serve.watch as watch
+import brainbot.serve.background as background
 from brainbot.store.sqlite import file as store
 from brainbot.store.sqlite.store import SQLiteStore
 
 if os.environ.get("BB_TEST_BATCH"):
     ix.BATCH_CHUNKS = int(os.environ["BB_TEST_BATCH"])
 if os.environ.get("BB_TEST_EMBED_BATCH"):
-    ix.EMBED_CHUNKS = watch.BACKGROUND_EMBED_CHUNKS = int(os.environ["BB_TEST_EMBED_BATCH"])
+    ix.EMBED_CHUNKS = background.BACKGROUND_EMBED_CHUNKS = int(os.environ["BB_TEST_EMBED_BATCH"])
 where, _, n = os.environ.get("BB_TEST_KILL_AT", "").partition(":")
 hold_after, _, hold_path = os.environ.get("BB_TEST_HOLD_EMBED", "").partition(":")
 pause = float(os.environ.get("BB_TEST_PAUSE", "0"))

@@ -25,11 +25,9 @@ the watch goes on. Setting ``stop`` (SIGTERM, Ctrl-C) ends the watch between
 transactions.
 
 Passes never wait for embeddings: each runs only the lexical phase, so what it wrote is
-searchable by BM25 at once, and the semantic phase runs on a background thread, batch by
-batch (the writer lock taken per batch write, free while the model runs, so a pass or a
-`brainbot index` gets in between). A pass that leaves chunks without a vector wakes it;
-queries meanwhile see the vector leg over what is embedded. Stopping ends it between
-batches (a batch computed but not written is dropped; the next run embeds it again).
+searchable by BM25 at once, and the semantic phase runs on a background thread
+(``serve/background.py``), woken by a pass that leaves chunks without a vector. Stopping
+ends it between model runs; run() returns once it has.
 
 This module watches and schedules; indexing is ``index/indexer.py``'s.
 """
@@ -46,8 +44,10 @@ from pathlib import Path
 
 from brainbot.errors import BrainbotError, IdentityMismatchError, IndexStopped, StoreBusyError
 from brainbot.index.freshness import missing_root_line
-from brainbot.index.indexer import IndexStats, embedded_line
+from brainbot.index.indexer import IndexStats
 from brainbot.notes.files import EXTENSIONS, IGNORE_FILE
+
+from .background import Embedding, EmbedReport, Halt, Interruptible
 
 # How long a pass waits before retrying when another process holds the writer lock.
 BUSY_RETRY_S = 0.5
@@ -63,20 +63,8 @@ BACKOFF_MAX_S = 300.0
 # are kept either way). Tools that swap a folder (git, sync clients,
 # `mv notes old && mv new notes`) put one back well within a second.
 MISSING_AFTER_S = 10.0
-# Chunks per background semantic batch: about 1 s of the model on 2 cores, so a stop
-# (Ctrl-C, the MCP client leaving) waits at most that long for the batch in flight.
-BACKGROUND_EMBED_CHUNKS = 64
-# How often the background semantic phase says how far it is (and how long it waits to
-# see whether the watch is stopping while it has nothing to do).
-EMBED_REPORT_S = 60.0
-EMBED_POLL_S = 0.5
-# Texts per model run in the background: a stop is seen between two of them, so it need
-# not wait for a whole batch's run (the batch is dropped, not written). The Embedder's
-# vectors do not depend on the batch, so the slicing changes no bit.
-EMBED_SLICE = 16
-# How long the end of run() waits for the background semantic phase's slice in flight.
+# How long the end of run() waits for the background semantic phase's model run in flight.
 EMBED_JOIN_S = 30.0
-
 log = logging.getLogger("brainbot.serve.watch")
 
 Batch = dict[Path, "set[str] | None"]  # root -> relative note paths; None: a full pass
@@ -108,64 +96,6 @@ class PassReport:
 
 
 @dataclass
-class EmbedReport:
-    """What the background semantic phase did: texts embedded since it woke, the index's
-    vectors and chunks after it, how long; ``running``: a progress report, not its end."""
-
-    embedded: int
-    vectors: int
-    chunks: int
-    seconds: float
-    running: bool = False
-    error: str | None = None
-
-    def line(self) -> str:
-        head = f"{time.strftime('%H:%M:%S')}  semantic phase"
-        if self.error:
-            return f"{head} · error: {self.error}"
-        done = " done" if not self.running and self.vectors >= self.chunks else ""
-        return (f"{head}{done} · {self.embedded:,} embedded in {self.seconds:.1f} s · "
-                f"{embedded_line(self.vectors, self.chunks)}")
-
-    def to_dict(self) -> dict:
-        return {"phase": "semantic", "embedded": self.embedded, "vectors": self.vectors,
-                "chunks": self.chunks, "seconds": round(self.seconds, 3),
-                "running": self.running, "error": self.error}
-
-
-class _Interruptible:
-    """The embedder of the background semantic phase: EMBED_SLICE texts a model run, with
-    ``halt`` looked at between runs (IndexStopped when set)."""
-
-    def __init__(self, embedder, halt) -> None:
-        self.embedder, self.halt = embedder, halt
-
-    def __getattr__(self, name):
-        return getattr(self.embedder, name)
-
-    def embed(self, texts):
-        import numpy as np
-
-        texts = list(texts)
-        parts = []
-        for start in range(0, len(texts), EMBED_SLICE):
-            if self.halt.is_set():
-                raise IndexStopped("stopped during the model run; run again to finish")
-            parts.append(self.embedder.embed(texts[start:start + EMBED_SLICE]))
-        return np.concatenate(parts) if parts else self.embedder.embed(texts)
-
-
-class _Halt:
-    """The background semantic phase's stop: the watch's ``stop``, or its run() ended."""
-
-    def __init__(self, *events: threading.Event) -> None:
-        self.events = events
-
-    def is_set(self) -> bool:
-        return any(e.is_set() for e in self.events)
-
-
-@dataclass
 class _Failing:
     """A folder whose last pass failed: what it owes and when it is retried."""
 
@@ -193,19 +123,19 @@ class Watcher:
     passes: int = field(default=0, init=False)
     last: PassReport | None = field(default=None, init=False)
     failing: dict[Path, _Failing] = field(default_factory=dict, init=False)
-    # set while the index has a vector for every chunk, as last seen by a pass or by the
-    # background semantic phase (tests wait on it)
-    settled: threading.Event = field(default_factory=threading.Event, init=False)
 
     def __post_init__(self) -> None:
         self.roots = [Path(r).absolute() for r in self.roots]
         self.precision = getattr(self.embedder, "precision", None)
         self._missing_since: dict[Path, float] = {}
         self.missing: dict[Path, int] = {}  # reported missing: the notes the index keeps
-        self._owed = threading.Event()  # a pass left chunks without a vector
-        self._settle = threading.Lock()  # orders `settled` between a pass and the embedder
         self._ended = threading.Event()  # run() is over: the semantic phase stops too
-        self.embedding: dict = {"running": False, "progress": None, "last": None}
+        self.semantic = Embedding(self._background_indexer, self._said, _backoff)
+
+    @property
+    def settled(self) -> threading.Event:
+        """Set while the index has a vector for every chunk (as last seen)."""
+        return self.semantic.settled
 
     def share(self, embedder) -> None:
         """Index with ``embedder`` (the server's searcher's: one ONNX session)."""
@@ -229,7 +159,8 @@ class Watcher:
                 self._report(PassReport(str(root), None, IndexStats(), 0.0,
                                         "not a folder (yet); watching for one to appear"))
         self._ended.clear()
-        embedding = threading.Thread(target=self._embed_loop, name="semantic", daemon=True)
+        embedding = threading.Thread(target=self.semantic.run, args=(Halt(self.stop,
+                                     self._ended),), name="semantic", daemon=True)
         embedding.start()
         try:
             self._watch_loop()
@@ -289,88 +220,17 @@ class Watcher:
                 self._fail(root, paths, exc)
                 return self.last
             self.failing.pop(root, None)
-            self._owe(stats.partial)
+            self.semantic.owe(stats.partial)
             self._report(PassReport(str(root), _listed(paths), stats,
                                     time.perf_counter() - started))
             return self.last
         return None
 
-    # -- the semantic phase, in the background ------------------------------------------
-    def _owe(self, partial: bool) -> None:
-        """After a pass: wake the semantic phase when chunks lack a vector, else say the
-        index is settled (unless the semantic phase still owes vectors)."""
-        with self._settle:
-            if partial:
-                self.settled.clear()
-                self._owed.set()
-            elif not self._owed.is_set() and not self.embedding["running"]:
-                self.settled.set()
+    def _background_indexer(self, halt: Halt):
+        """The semantic phase's Indexer: stopped by ``halt``, between model runs too."""
+        return self._indexer(stop=halt, interruptible=True)
 
-    def _embed_loop(self) -> None:
-        """Embed what the passes left without a vector, until run() ends: woken by a pass,
-        batch by batch; a failure is reported and retried after a back-off."""
-        failures = 0
-        halt = _Halt(self.stop, self._ended)
-        while not halt.is_set():
-            if not self._owed.wait(EMBED_POLL_S):
-                continue
-            self._owed.clear()
-            try:
-                self._embed(halt)
-            except IndexStopped:
-                return
-            except Exception as exc:  # noqa: BLE001 - reported, retried; the watch goes on
-                failures += 1
-                error = str(exc) if isinstance(exc, BrainbotError) else _describe(exc)
-                self._report_embed(EmbedReport(0, 0, 0, 0.0, error=f"{error}; retrying in "
-                                               f"{_backoff(failures):.0f} s"),
-                                   None if isinstance(exc, BrainbotError) else exc)
-                self._owed.set()
-                _sleep(halt, _backoff(failures))
-                continue
-            finally:
-                self.embedding["running"] = False
-            failures = 0
-            with self._settle:
-                if not self._owed.is_set():
-                    self.settled.set()
-
-    def _embed(self, halt: _Halt) -> None:
-        """One wake of the semantic phase: every chunk without a vector, in batches of
-        BACKGROUND_EMBED_CHUNKS, through the indexer's own semantic phase."""
-        started = time.perf_counter()
-        last = [started]
-
-        def progress(done: int, total: int) -> None:
-            self.embedding["progress"] = embedded_line(done, total)
-            if done < total and time.perf_counter() - last[0] >= EMBED_REPORT_S:
-                last[0] = time.perf_counter()
-                self._report_embed(EmbedReport(ix.stats.embedded, done, total,
-                                               last[0] - started, running=True))
-
-        while True:
-            try:
-                with self._indexer(stop=halt, interruptible=True) as ix:
-                    self.embedding["running"] = True
-                    ix.embed_chunks = BACKGROUND_EMBED_CHUNKS
-                    ix.embed_progress = progress
-                    ix.embed_missing()
-                    counts = ix.store.counts()
-                break
-            except StoreBusyError:  # a pass or a `brainbot index` is writing: wait
-                _sleep(halt, BUSY_RETRY_S)
-                if halt.is_set():
-                    raise IndexStopped("stopped") from None
-        vectors, chunks = counts["embeddings"], counts["chunks"]
-        self.embedding["progress"] = embedded_line(vectors, chunks)
-        if ix.stats.embedded or vectors < chunks:
-            self._report_embed(EmbedReport(ix.stats.embedded, vectors, chunks,
-                                           time.perf_counter() - started))
-
-    def _report_embed(self, report: EmbedReport, exc: Exception | None = None) -> None:
-        if exc is not None:
-            log.warning("%s", report.line(), exc_info=exc)
-        self.embedding["last"] = report.line()
+    def _said(self, report: EmbedReport) -> None:
         if self.on_embed:
             self.on_embed(report)
 
@@ -387,7 +247,7 @@ class Watcher:
         while True:
             embedder = self._embedder(precision)
             if interruptible:
-                embedder = _Interruptible(embedder, stop or self.stop)
+                embedder = Interruptible(embedder, stop or self.stop)
             ix = Indexer(self.db, precision=precision, embedder=embedder,
                          stop=stop or self.stop, embed=False)
             try:
@@ -439,7 +299,7 @@ class Watcher:
                 "missing": {str(r): missing_root_line(str(r), n)
                             for r, n in list(self.missing.items()) if n},
                 "last_pass": self.last.line() if self.last else None,
-                "semantic": dict(self.embedding),
+                "semantic": dict(self.semantic.state),
                 "failing": {str(r): {"error": f.error, "since": _iso(f.since),
                                      "failures": f.count}
                             for r, f in list(self.failing.items())}}
@@ -555,13 +415,6 @@ def _precision_of(exc: IdentityMismatchError) -> str | None:
         return None
     return next((p for p in PRECISIONS if Embedder(precision=p).fingerprint == exc.theirs),
                 None)
-
-
-def _sleep(halt: _Halt, seconds: float) -> None:
-    """Wait ``seconds``, or less when ``halt`` is set."""
-    deadline = time.monotonic() + seconds
-    while not halt.is_set() and (left := deadline - time.monotonic()) > 0:
-        time.sleep(min(left, EMBED_POLL_S))
 
 
 def _backoff(failures: int) -> float:
