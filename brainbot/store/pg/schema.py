@@ -32,6 +32,7 @@ from brainbot.errors import (
     StoreBusyError,
     StoreError,
 )
+from brainbot.store.identity import new_index_id, stamp
 
 # pgvector's default m = 16; ef_construction 128 instead of its 64. Measured recall@100
 # against exact search at hnsw.ef_search 100 / 200: NFCorpus (7.9k MiniLM vectors)
@@ -290,6 +291,36 @@ def _tables(conn, schema: str) -> set[str]:
 
 def read_meta(conn) -> dict[str, str]:
     return dict(conn.execute("SELECT key, value FROM meta").fetchall())
+
+
+def ensure_index_id(conn) -> None:
+    """Give the index its ``index_id`` when it has none (at creation, or the first time a
+    writer opens an index from before index ids), as on SQLite."""
+    conn.execute("INSERT INTO meta(key, value) VALUES ('index_id', %s) ON CONFLICT DO NOTHING",
+                 (new_index_id(),))
+
+
+def whereabouts(url: str) -> tuple[tuple | None, tuple | None]:
+    """(which server, database and schema ``url`` reaches, its index's identity.stamp), read
+    without writing; (None, None) when it cannot be reached (opening it will say why).
+    The server is known by its start time and port: two URLs of one server (another
+    host name, the port spelled out, a socket) give the same."""
+    try:
+        conn = connect(url)
+    except StoreError:
+        return None, None
+    try:
+        schema = current_schema(conn)
+        place = ("postgres",) + tuple(conn.execute(
+            "SELECT pg_postmaster_start_time()::text, current_setting('port'), "
+            "current_database()").fetchone()) + (schema,)
+        if "meta" not in _tables(conn, schema):
+            return place, None
+        return place, stamp(read_meta(conn))
+    except Exception:  # noqa: BLE001 - unreadable here: opening it will report it
+        return None, None
+    finally:
+        conn.close()
 
 
 def schema_version(conn) -> int:

@@ -47,6 +47,7 @@ class PostgresStore(PgVault):
         self.legs = PgLegs(conn)
         self._meta: dict[str, str] | None = None
         self._pending: Pending | None = None
+        self._index_id: str | None = None  # the index_id the legs were loaded from
 
     # -- opening and closing -------------------------------------------------------------
     @classmethod
@@ -94,6 +95,7 @@ class PostgresStore(PgVault):
         if not row[0]:
             raise StoreError(f"{target}: permission denied; this role may only read: index "
                              "with a role that may write, or grant it")
+        ps.ensure_index_id(conn)
         store = cls(url, conn, schema, writer=True)
         store._repair()
         conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false)")
@@ -242,8 +244,14 @@ class PostgresStore(PgVault):
     # -- the legs --------------------------------------------------------------------------
     @translated
     def refresh(self) -> bool:
-        """Pick up what another process committed since the last call; False if nothing."""
-        generation = self.generation()
+        """Pick up what another process committed since the last call; False if nothing.
+        A rebuild restarts the generation but writes a new index_id: the legs and their
+        caches are then reloaded whatever the generation."""
+        rows = dict(self.conn.execute(
+            "SELECT key, value FROM meta WHERE key IN ('generation', 'index_id')").fetchall())
+        generation = int(rows.get("generation", 0))
+        if rows.get("index_id") != self._index_id:
+            self.legs.generation, self._index_id = None, rows.get("index_id")
         if generation == self.legs.generation:
             return False
         self._meta = None
