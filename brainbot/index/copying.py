@@ -92,8 +92,10 @@ def copy_index(source, target, *, replace: bool = False) -> CopyStats:
                 # links travel as written; which document each names is the target's to
                 # work out (it holds the same notes, so it finds the same ones)
                 dst.resolve_links()
-                # a source not yet re-read after migration 4 passes that on
-                dst.set_meta("vault_refresh", src.meta().get("vault_refresh"))
+                # a source not yet re-read after migration 4 passes that on, and which
+                # roots were indexed as folders
+                for key in ("vault_refresh", "folder_roots"):
+                    dst.set_meta(key, src.meta().get(key))
     return stats
 
 

@@ -72,6 +72,7 @@ def vault_changes(store: Store) -> dict[str, list[str]]:
     from brainbot.notes.files import discover
 
     changed, missing, new = [], [], []
+    folders = store.folder_roots()  # None: an index from before they were recorded
     roots: dict[str, dict[str, tuple[int, int]]] = {}
     for doc in store.documents():
         if doc.on_disk:
@@ -88,7 +89,8 @@ def vault_changes(store: Store) -> dict[str, list[str]]:
             elif (f.size, f.mtime_ns) != (size, mtime):
                 changed.append(path)
         # a single indexed file's folder holds unrelated notes: only folders count new ones
-        new.extend(p for p in found if p not in docs and len(docs) > 1)
+        if root in folders if folders is not None else len(docs) > 1:
+            new.extend(p for p in found if p not in docs)
     return {"changed": sorted(changed), "missing": sorted(missing), "new": sorted(new)}
 
 

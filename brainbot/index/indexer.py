@@ -198,10 +198,13 @@ class Indexer:
     # -- public entry points -------------------------------------------------------------
     def index_paths(self, paths: Iterable) -> IndexStats:
         """Index folders or single files; removes vanished files under each folder."""
+        folders = []
         for root in documents.roots(paths):
             self.stats.skipped.extend(root.problems)
             known = self.store.known_documents(root.path)
             self._index_documents(root.path, self._changed(root, known), root.scope, known)
+            folders += [root.path] if root.scope is None else []
+        self.store.add_folder_roots(folders)  # only folders count new notes (freshness)
         if self.refreshing:
             self._check_stop()
             with self.store.batch():

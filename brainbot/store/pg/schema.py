@@ -32,7 +32,7 @@ from brainbot.errors import (
     StoreBusyError,
     StoreError,
 )
-from brainbot.store.identity import new_index_id, stamp
+from brainbot.store.identity import stamp
 
 # pgvector's default m = 16; ef_construction 128 instead of its 64. Measured recall@100
 # against exact search at hnsw.ef_search 100 / 200: NFCorpus (7.9k MiniLM vectors)
@@ -291,13 +291,6 @@ def _tables(conn, schema: str) -> set[str]:
 
 def read_meta(conn) -> dict[str, str]:
     return dict(conn.execute("SELECT key, value FROM meta").fetchall())
-
-
-def ensure_index_id(conn) -> None:
-    """Give the index its ``index_id`` when it has none (at creation, or the first time a
-    writer opens an index from before index ids), as on SQLite."""
-    conn.execute("INSERT INTO meta(key, value) VALUES ('index_id', %s) ON CONFLICT DO NOTHING",
-                 (new_index_id(),))
 
 
 def whereabouts(url: str) -> tuple[tuple | None, tuple | None]:

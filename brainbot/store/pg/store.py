@@ -95,16 +95,18 @@ class PostgresStore(PgVault):
         if not row[0]:
             raise StoreError(f"{target}: permission denied; this role may only read: index "
                              "with a role that may write, or grant it")
-        ps.ensure_index_id(conn)
         store = cls(url, conn, schema, writer=True)
         store._repair()
         conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false)")
         return store
 
     def _repair(self) -> None:
-        """What a killed bulk load or an older writer may have left out: the HNSW index
-        and the count keys."""
+        """What a killed bulk load or an older writer may have left out: the HNSW index,
+        the count keys, the index_id and the folder roots."""
         self._create_hnsw()
+        first = self._first_meta()
+        if first:
+            self._write_meta(first)
         meta = ps.read_meta(self.conn)
         if all(k in meta for k in _COUNTERS):
             return

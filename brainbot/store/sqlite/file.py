@@ -32,7 +32,7 @@ from brainbot.errors import (
     StoreBusyError,
     StoreError,
 )
-from brainbot.store.identity import new_index_id, stamp
+from brainbot.store.identity import stamp
 
 # Readers wait this long for a writer's commit instead of failing with "database is
 # locked"; WAL keeps readers and the single writer out of each other's way otherwise.
@@ -318,15 +318,6 @@ def read_meta(db: sqlite3.Connection) -> dict[str, str]:
         return dict(db.execute("SELECT key, value FROM meta").fetchall())
     except sqlite3.OperationalError:
         return {}
-
-
-def ensure_index_id(db: sqlite3.Connection) -> None:
-    """Give the index its ``index_id`` (store/identity.new_index_id) when it has none: at
-    creation, or the first time a writer opens a file from before index ids. A file that
-    has one is left as it is, byte for byte."""
-    if "index_id" not in read_meta(db):
-        db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('index_id', ?)",
-                   (new_index_id(),))
 
 
 def whereabouts(path: Path) -> tuple[tuple | None, tuple | None]:

@@ -111,10 +111,13 @@ class SQLiteStore(VaultTables):
                 if identity is not None:  # before migrating: refuse without touching it
                     identity_mod.check(sf.read_meta(db), path, writer=identity)
                 sf.migrate(db, path)
-                sf.ensure_index_id(db)
                 db.execute("PRAGMA journal_mode = WAL")
                 store = cls(path, db, lock=lock)
                 store._load_terms()
+                first = store._first_meta()  # a file that has them is left byte for byte
+                db.executemany("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)",
+                               list(first.items()))
+                store._meta = None
         except BaseException:
             db.close()
             raise
