@@ -5,6 +5,7 @@ method of the Protocol."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
 
@@ -20,14 +21,33 @@ from brainbot.store.target import open_store
 from brainbot.text import lexical
 
 
+def _parameters(function) -> list[tuple]:
+    """A method's parameters as they can be called: name, kind and default."""
+    return [(p.name, p.kind, p.default) for p in inspect.signature(function).parameters.values()]
+
+
 def test_both_stores_implement_the_whole_protocol():
+    """Every method of the Protocol, with its parameters (names, kinds, defaults): a store
+    whose method took other arguments than the interface says passed a names-only check."""
     from brainbot.store.pg.store import PostgresStore
     from brainbot.store.sqlite.store import SQLiteStore
 
     wanted = {n for n in vars(Store) if not n.startswith("_")} | {"__enter__", "__exit__"}
     wanted -= {"target"}  # an attribute set by __init__
+    assert len(wanted) > 40
     for cls in (SQLiteStore, PostgresStore):
         assert wanted - set(dir(cls)) == set(), cls.__name__
+        for name in sorted(wanted):
+            assert callable(getattr(cls, name)), (cls.__name__, name)
+            assert _parameters(getattr(cls, name)) == _parameters(getattr(Store, name)), (
+                cls.__name__, name)
+
+
+def test_the_signature_check_sees_a_changed_parameter():
+    class Odd:
+        def bm25_topk(self, terms, n, flt=None, extra=1): ...
+
+    assert _parameters(Odd.bm25_topk) != _parameters(Store.bm25_topk)
 
 
 def test_sqlite_copy_keeps_ids_and_content(tmp_path, examples_db):

@@ -307,6 +307,10 @@ class Indexer:
         for done, note in enumerate(root.files, 1):
             if self.progress:
                 self.progress(done, len(root.files))
+            refusal = self.store.refused_path(root.path, note.relpath)
+            if refusal:  # per file: one note the store cannot hold never fails a batch
+                self.stats.skipped.append(notes.Problem(note.relpath, refusal))
+                continue
             prior = known.get(note.relpath)
             same = prior and (prior.size, prior.mtime_ns) == (note.size, note.mtime_ns)
             if same and not self.refreshing:

@@ -143,6 +143,11 @@ class SharedReads:
                 "HAVING count(*) > 1")), ensure_ascii=False)
         return out
 
+    def refused_path(self, root: str, path: str) -> str | None:
+        """Why a note at ``path`` under ``root`` cannot be indexed in this store (None: it
+        can). SQLite holds any path; Postgres refuses what its btree cannot."""
+        return None
+
     def folder_roots(self) -> set[str] | None:
         """The roots indexed as folders (meta ``folder_roots``), not as single files: only
         they count notes not yet indexed as new. None for an index from before they were

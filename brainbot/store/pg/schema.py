@@ -12,8 +12,9 @@ written by each migration in the transaction that runs it (Postgres DDL is
 transactional), so a killed migration leaves the previous version whole.
 
 Credentials come from the URL, the ``PG*`` environment or ``~/.pgpass`` (libpq reads
-them); ``public_url`` removes any password before a URL reaches a message, and
-``translate`` scrubs it from driver errors too. This module knows nothing of documents or
+them); ``public_url`` removes the password and every other secret-bearing parameter
+(``SECRET_KEYS``) before a URL reaches a message, and ``translate`` scrubs them from
+driver errors too. This module knows nothing of documents or
 ranking: ``store/pg/store.py`` reads and writes through the connections opened here.
 """
 
@@ -176,25 +177,49 @@ LOCK_CLASS = 0x62726E  # "brn"
 
 
 # -- URLs and connections ---------------------------------------------------------------
+# libpq's connection keywords whose values are secrets, or name where one is kept: the
+# ones libpq itself masks ("*": password, sslpassword, oauth_client_secret), its SCRAM
+# keys (derived from the password), and the files of the password, the client key and the
+# TLS key log. None of them reaches a message.
+SECRET_KEYS = frozenset({"password", "sslpassword", "oauth_client_secret",
+                         "scram_client_key", "scram_server_key", "passfile", "sslkey",
+                         "sslkeylogfile"})
+
+
 def public_url(url: str) -> str:
-    """``url`` without its password (in the authority or a ``password=`` parameter)."""
+    """``url`` (a URL, or libpq's ``key=value`` form) without its secrets: the password
+    of the authority and every SECRET_KEYS parameter."""
+    if "://" not in url:
+        return _public_conninfo(url)
     parts = urlsplit(url)
     netloc = parts.netloc
     if "@" in netloc:
         auth, host = netloc.rsplit("@", 1)
         netloc = auth.split(":", 1)[0] + "@" + host
     query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
-                       if k != "password"], safe="/%:=")
+                       if k.lower() not in SECRET_KEYS], safe="/%:=")
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
-def _password(url: str) -> str | None:
+def _public_conninfo(conninfo: str) -> str:
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    try:
+        params = conninfo_to_dict(conninfo)
+    except Exception:  # noqa: BLE001 - libpq cannot parse it: show nothing of it
+        return "(a connection string libpq cannot parse)"
+    return make_conninfo("", **{k: v for k, v in params.items() if k not in SECRET_KEYS})
+
+
+def _secrets(url: str) -> list[str]:
+    """The secret values in ``url``, to be scrubbed from driver errors."""
     try:
         from psycopg.conninfo import conninfo_to_dict
 
-        return conninfo_to_dict(url).get("password") or None
-    except Exception:  # noqa: BLE001 - a URL libpq cannot parse has no password to hide
-        return None
+        params = conninfo_to_dict(url)
+    except Exception:  # noqa: BLE001 - a URL libpq cannot parse has no secret to hide
+        return []
+    return [str(v) for k, v in params.items() if k in SECRET_KEYS and v]
 
 
 def connect(url: str):
@@ -206,7 +231,7 @@ def connect(url: str):
         conn = psycopg.connect(url, autocommit=True, application_name="brainbot",
                                connect_timeout=10)
     except psycopg.Error as exc:
-        raise translate(exc, target, _password(url)) from None
+        raise translate(exc, target, _secrets(url)) from None
     return conn
 
 
@@ -233,13 +258,13 @@ def _first_line(exc: Exception) -> str:
     return text.removeprefix("connection failed: ").strip() or type(exc).__name__
 
 
-def translate(exc: Exception, target: str, password: str | None = None) -> StoreError:
-    """A driver error as one line that names the URL (no password) and what to do."""
+def translate(exc: Exception, target: str, secrets=()) -> StoreError:
+    """A driver error as one line that names the URL (no secrets) and what to do."""
     import psycopg
 
     text = _first_line(exc)
-    if password:
-        text = text.replace(password, "***")
+    for secret in secrets:
+        text = text.replace(secret, "***")
     state = getattr(exc, "sqlstate", None) or ""
     if state == "42501" or "permission denied" in text:
         return StoreError(f"{target}: permission denied ({text}); this role may only read: "

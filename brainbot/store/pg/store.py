@@ -33,6 +33,10 @@ from .vault import PgVault
 from .write import Pending
 
 _COUNTERS = ("chunk_count", "length_sum")  # meta keys: BM25's N and summed lengths
+# documents UNIQUE (root, path) is a btree, whose entries hold at most 2,704 bytes (a
+# third of an 8 kB page, less headers): a longer root and path fail the insert, and with
+# it the whole batch. Below this their entry fits even uncompressed.
+MAX_PATH_BYTES = 2600
 
 
 class PostgresStore(PgVault):
@@ -154,6 +158,16 @@ class PostgresStore(PgVault):
             self._write_meta({key: value})
 
     # -- writing ---------------------------------------------------------------------------
+    def refused_path(self, root: str, path: str) -> str | None:
+        """Why a note at ``path`` under ``root`` cannot be indexed here (None: it can): a
+        root and path past the btree limit, refused per file before any batch."""
+        size = len(root.encode("utf-8", "replace")) + len(path.encode("utf-8", "replace"))
+        if size <= MAX_PATH_BYTES:
+            return None
+        return (f"its folder and path take {size:,} bytes, more than the {MAX_PATH_BYTES:,} "
+                "a Postgres index can hold (its (root, path) btree); rename or move it "
+                "higher up")
+
     @contextmanager
     def batch(self) -> Iterator[None]:
         """One transaction; its commit bumps the generation. A failure rolls it all back."""
