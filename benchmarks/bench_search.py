@@ -27,10 +27,15 @@ kernel ran.
 
 Usage: python benchmarks/bench_search.py [--quick] [--out PATH] [--bm25-docs N]
          [--threads 1,2] [--sizes 100000,1000000] [--cosine-only] [--min-idle SHARE]
+         [--anchor OLD/_kernel.abi3.so] [--cutoff]
 --threads: the thread counts timed (each against the streaming-read bound with as many
 threads: the "x bound" column). --min-idle: before each timed race, wait (up to 2 min)
 until the CPUs were that share idle for 0.5 s (the machine may be shared); the idle
-shares seen are recorded in the JSON.
+shares seen are recorded in the JSON. --anchor: another build of the C core (say, a copy
+of brainbot/_kernel.abi3.so made before a change) raced in the same rounds as this one, as
+the engine "brainbot C f32, anchor build": a before/after ratio that the machine's load
+hits alike. --cutoff: also sweep N = 2k..100k for where a second thread starts to pay
+(one query, f32 and int8, 1 against 2 threads, with what the automatic rule picks).
 """
 
 from __future__ import annotations
@@ -125,8 +130,21 @@ def machine_info(blas: Blas) -> dict:
         "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
         "OPENBLAS_L2_SIZE": os.environ.get("OPENBLAS_L2_SIZE"),
         "brainbot_backend": K.backend(),
+        "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "smt_siblings": smt_siblings(),
         "loadavg_start": os.getloadavg(),
     }
+
+
+def smt_siblings() -> list[str]:
+    """The CPU groups that share one core (SMT threads), from sysfs; [] when every CPU
+    is its own core (or on a system without that file)."""
+    groups = set()
+    for cpu in Path("/sys/devices/system/cpu").glob("cpu[0-9]*/topology/thread_siblings_list"):
+        text = cpu.read_text().strip()
+        if "," in text or "-" in text:
+            groups.add(text)
+    return sorted(groups)
 
 
 # ---------------------------------------------------------------------- timing
@@ -239,6 +257,47 @@ class USearch:
         return np.atleast_2d(res.keys).astype(np.int64), 1 - np.atleast_2d(res.distances)
 
 
+class Anchor:
+    """Another build of brainbot's C core (--anchor PATH to its _kernel*.so, e.g. the
+    previous commit's), raced beside this one, interleaved: its f32 scan with the same
+    thread count."""
+
+    name = "brainbot C f32, anchor build"
+    path = ""  # --anchor: set once in main()
+
+    def __init__(self, m: np.ndarray) -> None:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("brainbot._kernel", self.path)
+        mod = importlib.util.module_from_spec(spec)  # not registered: this build stays K
+        spec.loader.exec_module(mod)
+        self.ffi, self.lib, self.m, self.t = mod.ffi, mod.lib, m, 1
+
+    def threads(self, t: int) -> None:
+        self.t = t
+
+    def search(self, q: np.ndarray, k: int):
+        q = np.ascontiguousarray(np.atleast_2d(q), dtype=np.float32)
+        ids = np.empty((q.shape[0], k), np.int64)
+        s = np.empty((q.shape[0], k), np.float32)
+        f, (n, d) = self.ffi, self.m.shape
+        status = self.lib.bb_cosine_topk(
+            f.from_buffer("float[]", self.m),
+            n,
+            d,
+            f.from_buffer("float[]", q),
+            q.shape[0],
+            k,
+            f.NULL,
+            self.t,
+            0,
+            f.from_buffer("int64_t[]", ids),
+            f.from_buffer("float[]", s),
+        )
+        assert status == 0, status
+        return ids, s
+
+
 class SqliteVec:
     name = "sqlite-vec vec0"
 
@@ -298,7 +357,7 @@ def cosine_section(n: int, blas: Blas, with_sqlite: bool) -> dict:
             )
         )
 
-    others = []
+    others = [Anchor(m)] if Anchor.path else []
     for cls, mod in ((Faiss, "faiss"), (USearch, "usearch")):
         if optional(mod):
             t = time.perf_counter()
@@ -406,6 +465,51 @@ def cosine_section(n: int, blas: Blas, with_sqlite: bool) -> dict:
         out["batch"] += brows
     blas.set_threads(2)
     return out
+
+
+# ------------------------------------------------------------------- threads
+
+
+CUTOFF_SIZES = (2_000, 5_000, 10_000, 20_000, 50_000, 100_000)
+
+
+def cutoff_section(sizes) -> dict:
+    """Where a second thread starts to pay: one query, f32 and int8+rescore, on 1 and 2
+    threads (raced round-robin), with the thread count the automatic rule picks."""
+    print("\n== thread cut-off, one query", flush=True)
+    rows = []
+    for n in sizes:
+        m = unit_rows(np.random.default_rng(SEED + n), n, DIM)
+        codes, scales = K.quantize_int8(m)
+        singles = [(q,) for q in unit_rows(np.random.default_rng(SEED - 1), 16, DIM)]
+        fns = {}
+        for t in (1, 2):
+            fns[f"f32 t{t}"] = lambda q, t=t, m=m: K.cosine_topk(m, q, TOPK, threads=t)
+            fns[f"int8 t{t}"] = lambda q, t=t, m=m, c=codes, s=scales: K.cosine_topk_int8(
+                c, s, m, q, TOPK, threads=t
+            )
+        res = race(fns, singles, min_rounds=15, min_time=1.0, max_rounds=400)
+        row = {
+            "n": n,
+            "f32_mb": m.nbytes / 1e6,
+            "auto_threads_f32": K.resolve_threads(0, n, m.nbytes),
+            "auto_threads_int8": K.resolve_threads(0, n, codes.nbytes),
+            "loadavg": os.getloadavg()[0],
+        }
+        for name, (med, low) in res.items():
+            row[name.replace(" ", "_") + "_ms"] = med * 1e3
+            row[name.replace(" ", "_") + "_min_ms"] = low * 1e3
+        for kind in ("f32", "int8"):
+            row[f"{kind}_t2_over_t1"] = row[f"{kind}_t2_ms"] / row[f"{kind}_t1_ms"]
+        print(
+            f"  N={n:>8,} f32 t1 {row['f32_t1_ms']:7.3f} t2 {row['f32_t2_ms']:7.3f} "
+            f"(x{row['f32_t2_over_t1']:.2f}) | int8 t1 {row['int8_t1_ms']:7.3f} "
+            f"t2 {row['int8_t2_ms']:7.3f} (x{row['int8_t2_over_t1']:.2f}) | auto "
+            f"{row['auto_threads_f32']}/{row['auto_threads_int8']}",
+            flush=True,
+        )
+        rows.append(row)
+    return {"rows": rows}
 
 
 # ------------------------------------------------------------------------ BM25
@@ -704,12 +808,53 @@ def fmt(x, spec=".2f"):
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
 
 
+def host_note(res: dict) -> str:
+    """Which host: usable CPUs, whether any are SMT siblings, the measured stream rate."""
+    mc = res["machine"]
+    smt = ", ".join(mc.get("smt_siblings") or []) or "none (every CPU is its own core)"
+    rates = {}
+    if res.get("cosine"):
+        big = max(res["cosine"], key=lambda sec: sec["n"])
+        rates = {t: bw["gb_per_s"] for t, bw in big["bandwidth"].items()}
+        where = f" (streaming read of the {big['n']:,} x {DIM} f32 matrix)"
+    rate = ", ".join(
+        f"{r:.1f} GB/s on {t} thread{'s' if int(t) > 1 else ''}" for t, r in rates.items()
+    )
+    return (
+        f"Host: {mc['cpu']}, {mc.get('usable_cpus')} usable CPUs, SMT siblings: {smt}; "
+        f"C backend {mc['brainbot_backend']}"
+        + (f"; memory bandwidth {rate}{where}" if rate else "")
+        + ". The f32 scores of the AVX2+FMA path and of the scalar twin (other CPUs) agree to "
+        "rounding, not bit for bit (FMA fuses what the scalar path multiplies and adds "
+        "separately); within one path they are bit-identical for any thread count."
+    )
+
+
+def cutoff_table(cut: dict) -> list[str]:
+    lines = [
+        "### When a second thread pays: one query, 1 vs 2 threads (median ms)",
+        "",
+        "| N | f32 MB | f32 1 thread | f32 2 threads | 2 / 1 | int8 1 thread | int8 2 threads | 2 / 1 | auto picks f32 / int8 | load avg |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in cut["rows"]:
+        lines.append(
+            f"| {r['n']:,} | {r['f32_mb']:.1f} | {r['f32_t1_ms']:.3f} | {r['f32_t2_ms']:.3f} | "
+            f"{r['f32_t2_over_t1']:.2f} | {r['int8_t1_ms']:.3f} | {r['int8_t2_ms']:.3f} | "
+            f"{r['int8_t2_over_t1']:.2f} | {r['auto_threads_f32']} / {r['auto_threads_int8']} | "
+            f"{r['loadavg']:.1f} |"
+        )
+    return lines
+
+
 def markdown(res: dict) -> str:
     mc = res["machine"]
     lines = [
         f"Machine: {mc['cpu']}, {mc['cores']} cores; numpy {mc['numpy']} (OpenBLAS core {mc['openblas_core']}, "
         f"OPENBLAS_CORETYPE={mc['OPENBLAS_CORETYPE']}); load average at start/end "
         f"{mc['loadavg_start'][0]:.1f} / {mc['loadavg_end'][0]:.1f}; k = {res['k']}.",
+        "",
+        host_note(res),
         "",
         "### Cosine top-10, one query (dim 384; median ms, min ms; median ratios to the bandwidth bound and to numpy)",
         "",
@@ -741,6 +886,8 @@ def markdown(res: dict) -> str:
                 f"| {sec['n']:,} | {row['threads']} | {row['engine']} | {fmt(row.get('ms_per_query'), '.3f')} | "
                 f"{fmt(row.get('x_sgemm'))} |"
             )
+    if "cutoff" in res:
+        lines += ["", *cutoff_table(res["cutoff"])]
     if "bm25" not in res:  # --cosine-only
         return "\n".join(lines)
     bm = res["bm25"]
@@ -795,7 +942,12 @@ def main() -> None:
     ap.add_argument("--sizes", default="", help="cosine N, comma-separated (overrides --quick)")
     ap.add_argument("--cosine-only", action="store_true", help="skip BM25 and fusion")
     ap.add_argument("--min-idle", type=float, default=0.0, help="idle CPU share to wait for")
+    ap.add_argument("--anchor", default="", help="another build's _kernel*.so to race beside")
+    ap.add_argument(
+        "--cutoff", action="store_true", help="also sweep N for the 1- vs 2-thread cut-off"
+    )
     args = ap.parse_args()
+    Anchor.path = args.anchor
     global MIN_IDLE, THREADS
     MIN_IDLE = args.min_idle
     THREADS = tuple(int(t) for t in args.threads.split(","))
@@ -814,6 +966,8 @@ def main() -> None:
     if args.sizes:
         sizes = [int(n) for n in args.sizes.split(",")]
     res["cosine"] = [cosine_section(n, blas, with_sqlite=n <= 100_000) for n in sizes]
+    if args.cutoff:
+        res["cutoff"] = cutoff_section(CUTOFF_SIZES)
     if not args.cosine_only:
         res["bm25"] = bm25_section(args.bm25_docs, blas)
         res["fusion"] = fusion_section(res["bm25"], blas)

@@ -322,11 +322,35 @@ def static_int8_section() -> str:
     return "\n".join(text)
 
 
+def related_section() -> str:
+    r = _load("related.json")
+    if not r:
+        return ""
+    names = {"mean": "mean: best chunk vs the note's mean vector (default)",
+             "max": "max: best chunk-to-chunk pair", "centroid": "centroid: mean vs mean"}
+    rows = []
+    for v in r["vaults"]:
+        for key, label in names.items():
+            m = v["methods"][key]
+            rows.append([f"{v['vault']} ({v['notes_with_links']} notes, {v['links']} links)",
+                         label, f"{m['links_in_top5']:.3f}", f"{m['links_in_top10']:.3f}",
+                         f"{m['notes_with_a_link_in_top5']:.3f}",
+                         f"{m['notes_with_a_link_in_top10']:.3f}", m.get("ms_per_note", "")])
+    return "\n".join([
+        "### Related notes",
+        "`python benchmarks/bench_related.py` — for every note with a resolved link to or "
+        "from another note, the share of its linked notes among its `brainbot related` top "
+        "5 / top 10, and the share of such notes with at least one linked note there. Links "
+        "are a proxy for relatedness, not the truth. " + r["cpu"] + ".", "",
+        _table(["vault", "method", "links in top 5", "links in top 10",
+                "notes with one in top 5", "in top 10", "ms per note"], rows)])
+
+
 def build() -> str:
     parts = [p for p in (eval_section(), cjk_section(), search_section(), embed_section(),
                          static_int8_section(),
                          chunking_section(), index_section(), coldstart_section(),
-                         serve_section()) if p]
+                         serve_section(), related_section()) if p]
     return "## Results\n\nMachine: 2-core AMD EPYC VM, 24 GB, shared and noisy; every " \
            "figure is from one run of the command named, anchors side by side.\n\n" + \
            "\n\n".join(parts)

@@ -123,6 +123,9 @@ def cmd_get(args) -> int:
         print(printable(f"note: {reading.path} changed on disk since it was indexed; "
                         "these are its current lines (run `brainbot index` to catch up)"),
               file=sys.stderr)
+    elif reading.stale is None:
+        print(printable(f"note: {reading.root} is not present here; these are the lines of "
+                        f"{reading.path} as indexed"), file=sys.stderr)
     for number, line in reading.lines:
         print(printable(f"{number:>6}  {line}", keep_newlines=True))
     if backlinks:
@@ -152,6 +155,36 @@ def cmd_links(args) -> int:
             where = x[side] if side == "source" else x.get(side) or x["target"]
             line = x["line_text"] if side == "source" else f"line {x['line']}"
             print(printable(f"  {where}  {line}"))
+    return 0
+
+
+def cmd_related(args) -> int:
+    from brainbot.search.related import related
+    from brainbot.store.target import open_store
+
+    from .render import Style, heading, printable, snippet, use_colour
+
+    with open_store(args.db) as store:
+        report = related(store, args.note, args.k, unlinked=args.unlinked)
+    if report.partial_note:
+        print(report.partial_note, file=sys.stderr)  # never in --json stdout
+    if args.json:
+        _emit_json([r.to_dict() for r in report.related])
+        return 0
+    if not report.related:
+        print(printable(f"no related notes for {report.note.path}"), file=sys.stderr)
+        return 1
+    style = Style(use_colour())
+    blocks = [printable(f"related to {report.note.path}")]
+    for i, r in enumerate(report.related, 1):
+        c = r.chunk
+        where = f"{r.document.path}:{c.start_line}-{c.end_line}"
+        tail = "  linked" if r.linked else ""
+        blocks.append(f"{style.bold(f'{i}.')} {style.path(printable(where))}  "
+                      f"{style.dim(printable(heading(c.heading_path)))}  "
+                      f"{style.dim(f'score {r.score:.4f}{tail}')}\n"
+                      f"   {snippet(c.text, '', style)}")
+    print("\n\n".join(blocks))
     return 0
 
 

@@ -212,6 +212,18 @@ def _add_copy(sub) -> None:
     p.set_defaults(func="cmd_copy")
 
 
+def _add_related(sub) -> None:
+    p = sub.add_parser("related", help="the notes most similar to a note, by their vectors",
+                       epilog="Example: brainbot related 'Garden Plan' -k 5 --unlinked")
+    p.add_argument("note", metavar="NOTE", help="a path, or a name as in a [[wikilink]]")
+    _db_option(p)
+    p.add_argument("-k", type=_positive, default=10, help="notes to show (default 10)")
+    p.add_argument("--unlinked", action="store_true",
+                   help="hide the notes NOTE links to and those linking to it")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func="cmd_related")
+
+
 COMMANDS = (_add_index, _add_query, _add_get, _add_links_and_tags, _add_chunks, _add_report,
             _add_status_and_doctor, _add_eval, _add_ask, _add_watch, _add_mcp, _add_serve,
-            _add_model, _add_copy)
+            _add_model, _add_copy, _add_related)

@@ -9,6 +9,12 @@
  *     Reading each row sequentially with two FMA chains measured 1.00-1.05x the
  *     streaming-read time at 100k x 384; one chain was 1.15-1.2x (FMA latency x 48 ~
  *     the time to fetch a row), and interleaving 4 rows (4 streams) 1.3x.
+ *     Re-measured on Zen 1 (EPYC, family 23 model 1; README "Search kernels", issue
+ *     #24): 1.13x the streaming read, 0.78x numpy's matmul + argpartition (CPU time, one
+ *     thread, 100k x 384). Four accumulators per row (chunk c into c mod 4) were 1.03x this
+ *     order; two rows side by side sharing each query load 1.38-1.44x (with two or
+ *     four accumulators alike: the two read streams, not the arithmetic); skipping
+ *     the row index when there is no mask 0.98-1.03x. None of them was kept.
  *   dot_f32 (a batch, compute bound): one 8-lane accumulator per (row, query), 4 rows x
  *     3 queries in 12 registers: 75 GFLOP/s here; the two-chain order in this kernel
  *     cost 9% (spills) or 30% (2 x 3 x 2 blocking).

@@ -148,10 +148,12 @@ def test_cosine_matches_reference(n, d, k, q, mask, dup, seed):
 @needs_c
 @pytest.mark.parametrize("simd", SIMDS)
 @pytest.mark.parametrize("q", [1, 5])
-def test_cosine_ties_go_to_lower_id(simd, q):
+@pytest.mark.parametrize("d", [40, 384, 385])
+def test_cosine_ties_go_to_lower_id(simd, q, d):
     rng = np.random.default_rng(1)
-    base = unit_rows(rng, 5, 40)
-    m = np.ascontiguousarray(np.tile(base, (30, 1)))  # every row appears 30 times
+    base = unit_rows(rng, 5, d)
+    # Every row appears 30 times, at every position of a group of 4 rows and of a block.
+    m = np.ascontiguousarray(np.tile(base, (30, 1)))
     ids, s = K._cosine_topk(m, base[:q], 12, None, 0, simd)
     for j in range(q):
         live = s[j] == s[j][0]
@@ -173,10 +175,12 @@ def test_batch_equals_single(simd):
 @needs_c
 @pytest.mark.parametrize("simd", SIMDS)
 @pytest.mark.parametrize("q", [1, 4])
-def test_threads_are_bit_identical(simd, q):
+@pytest.mark.parametrize("mask", ["none", "bool"])
+def test_threads_are_bit_identical(simd, q, mask):
     rng = np.random.default_rng(3)
     m, queries = unit_rows(rng, 9000, 64), unit_rows(rng, q, 64)
-    mk = make_mask(rng, 9000, "bool")
+    m[4500:] = m[:4500]  # ties across the threads' row ranges
+    mk = make_mask(rng, 9000, mask)
     one = K._cosine_topk(m, queries, 25, mk, 1, simd)
     for threads in (0, 2, 3, 8):
         many = K._cosine_topk(m, queries, 25, mk, threads, simd)
@@ -198,6 +202,21 @@ def test_int8_threads_are_bit_identical(simd, q):
         many = K._cosine_topk_int8(codes, scales, m, queries, 25, 0, mk, threads, simd)
         np.testing.assert_array_equal(one[0], many[0])
         np.testing.assert_array_equal(one[1], many[1])
+
+
+@needs_c
+@pytest.mark.parametrize("simd", SIMDS)
+@pytest.mark.parametrize("d", [7, 33, 100, 384, 385])
+def test_unmasked_scan_equals_an_all_true_mask(simd, d):
+    """Without a mask, one query reads the rows without an index: the same bits as with
+    a mask that allows every row, whatever the thread count."""
+    rng = np.random.default_rng(9)
+    m, query = unit_rows(rng, 3001, d), unit_rows(rng, 1, d)
+    want = K._cosine_topk(m, query, 40, np.ones(3001, np.uint8), 1, simd)
+    for threads in (1, 2, 3):
+        got = K._cosine_topk(m, query, 40, None, threads, simd)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
 
 
 @needs_c
@@ -289,9 +308,10 @@ def test_int8_matches_reference(n, d, k, q, pool, mask, seed):
 
 @needs_c
 @pytest.mark.parametrize("simd", SIMDS)
-def test_int8_scores_are_the_exact_single_query_scores(simd):
+@pytest.mark.parametrize("d", [100, 384])
+def test_int8_scores_are_the_exact_single_query_scores(simd, d):
     rng = np.random.default_rng(6)
-    m, queries = unit_rows(rng, 5000, 100), unit_rows(rng, 6, 100)
+    m, queries = unit_rows(rng, 5000, d), unit_rows(rng, 6, d)
     codes, scales = K.quantize_int8(m)
     ids, s = K._cosine_topk_int8(codes, scales, m, queries, 10, 0, None, 0, simd)
     for j in range(6):

@@ -14,7 +14,7 @@ from conftest import EXAMPLES, copy_tree
 
 from brainbot.index.indexer import Indexer
 
-TOOLS = {"search", "get", "status", "ask"}
+TOOLS = {"search", "get", "status", "ask", "related"}
 
 
 def server_env(**extra: str) -> dict[str, str]:

@@ -12,12 +12,13 @@ import sys
 import threading
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import anyio
 import pytest
 from conftest import EXAMPLES, copy_tree
 
-TOOLS = {"search", "get", "status", "ask"}
+TOOLS = {"search", "get", "status", "ask", "related"}
 
 
 def free_port() -> int:
@@ -118,7 +119,24 @@ def test_same_records_as_cli_json(daemon, tmp_path):
     assert status == 200 and found["hits"] == json.loads(out)
 
 
+def test_api_related_is_the_cli_record(daemon):
+    db = daemon.proc.args[daemon.proc.args.index("--db") + 1]
+    out = subprocess.run([sys.executable, "-m", "brainbot", "related", "sourdough", "-k",
+                          "4", "--json", "--db", db], capture_output=True, text=True,
+                         check=True).stdout
+    status, found = daemon.json("GET", "/api/related?note=sourdough&k=4")
+    assert status == 200 and found["related"] == json.loads(out) and len(out) > 10
+    assert found["note"] not in [r["path"] for r in found["related"]]
+    status, hidden = daemon.json("GET", "/api/related?note=sourdough&k=4&unlinked=true")
+    assert status == 200 and not any(r["linked"] for r in hidden["related"])
+    assert any(r["linked"] for r in found["related"])
+
+
 @pytest.mark.parametrize("method,path,body,needle", [
+    ("GET", "/api/related", None, "give note"),
+    ("GET", "/api/related?note=sourdough&k=0", None, "k must be"),
+    ("GET", "/api/related?note=sourdough&k=x", None, "k must be"),
+    ("GET", "/api/related?note=no%20such%20note", None, "no note named"),
     ("POST", "/api/search", {"query": "x", "k": 0}, "k must be"),
     ("POST", "/api/search", {"query": "x", "mode": "fuzzy"}, "mode"),
     ("POST", "/api/search", {"query": ""}, "query"),
@@ -206,9 +224,14 @@ def test_official_mcp_client_over_http(daemon):
                 asked = await s.call_tool("ask", {"question": "How often do I feed the "
                                                               "starter?"})
                 bad = await s.call_tool("search", {"query": "x", "k": 0})
-                return tools, found, got, status, asked, bad
+                near = await s.call_tool("related", {"note": hit["path"], "k": 3})
+                return tools, found, got, status, asked, bad, near
 
-    tools, found, got, status, asked, bad = anyio.run(main)
+    tools, found, got, status, asked, bad, near = anyio.run(main)
+    note = quote(found.structured_content["hits"][0]["path"])
+    code, api = daemon.json("GET", f"/api/related?note={note}&k=3")
+    assert code == 200 and len(api["related"]) == 3
+    assert near.structured_content["related"] == api["related"]
     assert set(tools) >= TOOLS
     assert all(t.annotations.read_only_hint for t in tools.values())
     assert not found.is_error and len(found.structured_content["hits"]) == 2

@@ -40,6 +40,8 @@ from brainbot.store.target import open_store
 from brainbot.text import documents, lexical
 from brainbot.text.documents import Chunked, Document
 
+from .freshness import stat_vouches
+
 # Chunks per write transaction. Small enough that a kill loses seconds of work, large
 # enough that embedding batches stay full (8 texts per ONNX batch was fastest here).
 BATCH_CHUNKS = 64
@@ -54,7 +56,7 @@ class _Pending:
 
     def __init__(self) -> None:
         self.batch: list[Chunked] = []  # new or changed documents
-        self.touched: list[tuple[int, int, int]] = []  # (id, size, mtime): same bytes
+        self.touched: list[tuple] = []  # (id, size, mtime, read_ns): same bytes
         self.refreshed: list[tuple[int, Chunked]] = []  # unchanged: vault facts to fill
         self.chunks = 0
 
@@ -312,7 +314,7 @@ class Indexer:
                 self.stats.skipped.append(notes.Problem(note.relpath, refusal))
                 continue
             prior = known.get(note.relpath)
-            same = prior and (prior.size, prior.mtime_ns) == (note.size, note.mtime_ns)
+            same = prior and stat_vouches(prior, note.size, note.mtime_ns)
             if same and not self.refreshing:
                 yield note.relpath, None
                 continue
@@ -350,7 +352,7 @@ class Indexer:
             if doc is None or (prior and prior.sha256 == doc.sha256):
                 self.stats.unchanged += 1
                 if doc is not None:
-                    pending.touched.append((prior.id, doc.size, doc.mtime_ns))
+                    pending.touched.append((prior.id, doc.size, doc.mtime_ns, doc.read_ns))
                 if item is not None:  # refreshing: facts only, nothing re-embedded
                     pending.refreshed.append((prior.id, item))
             else:
@@ -426,7 +428,7 @@ def _new_document(item: Chunked, vectors: dict) -> NewDocument:
         chunks.append(NewChunk(c, h, vectors.get(h), terms, length, english))
     return NewDocument(doc.root, doc.relpath, doc.sha256, doc.size, doc.mtime_ns, item.title,
                        item.parsed.front_matter, doc.kind, list(item.warnings), chunks,
-                       item.facts)
+                       item.facts, read_ns=doc.read_ns)
 
 
 def progress_printer(stream=None, unit: str = "file") -> Callable[[int, int], None] | None:

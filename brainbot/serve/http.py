@@ -128,6 +128,27 @@ class Api:
             return _bad(InputError("give {\"question\": \"...\"}"))
         return await self.run(self.service.ask, question)
 
+    async def related(self, request):
+        params = request.query_params
+        note, k = params.get("note"), params.get("k", "10")
+        if not note:
+            return _bad(InputError("give note=PATH or a note's name"))
+        if not k.isdigit() or not 1 <= int(k) <= 50:
+            return _bad(InputError("k must be a whole number from 1 to 50"))
+        unlinked = params.get("unlinked", "false").lower() in ("1", "true", "yes")
+        return await self.run(self.service.related, note, int(k), unlinked)
+
+    async def roots(self, request):
+        """The indexed folders on this machine, each with the Obsidian vault holding it
+        (the page links hits there with obsidian:// URIs) or null."""
+        from brainbot.index.freshness import present_roots
+
+        def listing():
+            return {"roots": [{"root": r, "obsidian": obsidian_vault(r)}
+                              for r in present_roots(self.service.searcher.store)]}
+
+        return await self.run(listing)
+
     async def status(self, request):
         return await self.run(self.service.status)
 
@@ -135,6 +156,19 @@ class Api:
         from starlette.responses import JSONResponse
 
         return JSONResponse({"ok": True})
+
+
+def obsidian_vault(root: str) -> dict | None:
+    """{"name", "prefix"} of the Obsidian vault (the nearest folder holding ``.obsidian/``)
+    that ``root`` is or lies in; prefix is root's path inside it ("" or "notes/")."""
+    from pathlib import Path
+
+    here = Path(root)
+    for folder in (here, *here.parents):
+        if (folder / ".obsidian").is_dir():
+            inside = here.relative_to(folder).as_posix()
+            return {"name": folder.name, "prefix": "" if inside == "." else inside + "/"}
+    return None
 
 
 def _bad(exc: BrainbotError):
@@ -210,6 +244,8 @@ def make_app(service, port: int, token: str | None = None, loopback: bool = True
         Route("/api/search", api.search, methods=["POST"]),
         Route("/api/get", api.get, methods=["GET"]),
         Route("/api/ask", api.ask, methods=["POST"]),
+        Route("/api/related", api.related, methods=["GET"]),
+        Route("/api/roots", api.roots, methods=["GET"]),
         Route("/", static, methods=["GET"]),
         Route("/static/{name}", static, methods=["GET"]),
     ])

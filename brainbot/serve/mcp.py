@@ -1,7 +1,7 @@
 """`brainbot mcp`: the index as a Model Context Protocol server over stdio.
 
-Agents (Claude Code, Claude Desktop, any MCP client) call four read-only tools: search,
-get, status and ask. Their results are the CLI's JSON records. The server opens the
+Agents (Claude Code, Claude Desktop, any MCP client) call five read-only tools: search,
+get, related, status and ask. Their results are the CLI's JSON records. The server opens the
 index once and keeps the model, the vectors and the postings loaded (warmed in the
 background at start, so the handshake is not delayed); before each call the store
 reloads only what another process (`brainbot index`, `brainbot watch`, or this server's
@@ -100,6 +100,11 @@ class Service:
                 "lines": [{"line": n, "text": t} for n, t in reading.lines], "text": text,
                 "backlinks": backlinks_of(store, ref)}
 
+    def related(self, note, k, unlinked) -> dict[str, Any]:
+        from brainbot.search.related import related
+
+        return related(self.searcher.store, note, k, unlinked=unlinked).to_dict()
+
     def status(self) -> dict[str, Any]:
         from brainbot.doctor import status
 
@@ -126,7 +131,7 @@ def _read_only(open_world: bool = False):
 
 
 def build(service: Service):
-    """The MCPServer with its four read-only tools."""
+    """The MCPServer with its five read-only tools."""
     from mcp.server.mcpserver import MCPServer
 
     from brainbot.model.claude import may_have_credentials
@@ -177,6 +182,8 @@ def build(service: Service):
         (ROOT: the hit's `root`, or its last folder name)."""
         return service.call(service.get, ref, count)
 
+    _add_related(tool, service)
+
     @tool
     def status() -> dict[str, Any]:
         """What the index holds (documents, chunks, model) and whether it is out of date
@@ -193,6 +200,23 @@ def build(service: Service):
     tool(ask, open_world=may_have_credentials())
 
     return server
+
+
+def _add_related(tool, service: Service) -> None:
+    """The `related` tool (its own function: build() stays one screen)."""
+    @tool
+    def related(
+        note: Annotated[str, Field(description="a note's path (as search shows it) or its "
+                                               "name as in a [[wikilink]]")],
+        k: Annotated[int, Field(description="how many notes (1-50)")] = 10,
+        unlinked: Annotated[bool, Field(description="hide the notes it already links to "
+                                                    "or is linked from")] = False,
+    ) -> dict[str, Any]:
+        """The notes most similar in meaning to a note (by their embeddings), best first,
+        each with its passage nearest the note, its score and `linked` (whether the two
+        notes already link). The note itself is never listed. Use it to find notes on the
+        same topic, or with unlinked=true connections the user has not made yet."""
+        return service.call(service.related, note, min(k, 50), unlinked)
 
 
 def serve(db, watch_paths=None) -> int:

@@ -60,7 +60,8 @@ _LINK_SELECT = ("SELECT s.path, l.line, l.kind, l.target, l.target_heading, l.al
                 "JOIN chunks c ON c.id = l.source_chunk "
                 "LEFT JOIN documents t ON t.id = l.target_document")
 _EXPORT_DOCS = ("SELECT id, root, path, sha256, size, mtime_ns, title, front_matter, kind, "
-                "warnings, date, date_source FROM documents WHERE id > ? ORDER BY id LIMIT ?")
+                "warnings, date, date_source, read_ns FROM documents WHERE id > ? ORDER BY id "
+                "LIMIT ?")
 # the columns interface.new_chunk reads, in its order, and the vector (or NULL) at 16
 _EXPORT_CHUNKS = ("SELECT c.id, c.document_id, c.chunk_id, c.chunk_index, c.heading_path, "
                   "c.source_text, c.retrieval_text, c.start_line, c.end_line, c.start_char, "
@@ -175,8 +176,8 @@ class SharedReads:
         return dict(self._sql_in("SELECT term, df FROM terms WHERE term {in}", terms))
 
     def known_documents(self, root: str) -> dict[str, DocState]:
-        return {path: DocState(i, sha, size, mtime) for i, path, sha, size, mtime in
-                self._sql("SELECT id, path, sha256, size, mtime_ns FROM documents "
+        return {path: DocState(i, sha, size, mtime, read) for i, path, sha, size, mtime, read in
+                self._sql("SELECT id, path, sha256, size, mtime_ns, read_ns FROM documents "
                           "WHERE root = ?", (root,))}
 
     def unembedded_chunks(self, after: int, limit: int) -> list[tuple[int, str, str]]:
@@ -192,6 +193,11 @@ class SharedReads:
         return {r[0]: chunk_row(r) for r in self._sql_in(
             f"SELECT {CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id "
             "WHERE c.id {in}", [int(i) for i in ids])}
+
+    def document_chunks(self, document_id: int) -> list[ChunkRow]:
+        return [chunk_row(r) for r in self._sql(
+            f"SELECT {CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id "
+            "WHERE c.document_id = ? ORDER BY c.start_char, c.id", (document_id,))]
 
     def chunk_by_public_id(self, chunk_id: str) -> ChunkRow | None:
         rows = self._sql(
@@ -214,6 +220,12 @@ class SharedReads:
         c = self.COLLATE
         return [document_row(r) for r in self._sql(
             f"SELECT {DOC_COLUMNS} FROM documents d ORDER BY d.root{c}, d.path{c}")]
+
+    def document_vectors(self, document_id: int) -> list[tuple[int, np.ndarray | None]]:
+        """(chunk id, vector; None when not embedded yet) of a document's chunks, in order."""
+        return [(r[0], None if r[1] is None else self._vector(r[1])) for r in self._sql(
+            "SELECT c.id, e.vector FROM chunks c LEFT JOIN embeddings e ON e.chunk = c.id "
+            "WHERE c.document_id = ? ORDER BY c.chunk_index", (document_id,))]
 
     def heading_at(self, document_id: int, line: int) -> list[str]:
         rows = self._sql(

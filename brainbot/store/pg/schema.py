@@ -165,9 +165,15 @@ _M004_VAULT = """
             ON CONFLICT (key) DO UPDATE SET value = excluded.value;
 """
 
+# Issue 20 (M10): when the indexer read each file (see sqlite/file.py's _M005_READ_TIME).
+_M005_READ_TIME = """
+        ALTER TABLE documents ADD COLUMN read_ns bigint;  -- time.time_ns() before the read
+"""
+
 # MIGRATIONS[i] brings a schema from version i to i + 1: the same numbers and meaning as
 # sqlite_file.MIGRATIONS.
-MIGRATIONS = [_M001_INITIAL, _M002_WARNINGS_AND_KIND, _M003_GENERATION, _M004_VAULT]
+MIGRATIONS = [_M001_INITIAL, _M002_WARNINGS_AND_KIND, _M003_GENERATION, _M004_VAULT,
+              _M005_READ_TIME]
 SCHEMA_VERSION = len(MIGRATIONS)
 TABLES = ("links", "tags", "postings", "terms", "embeddings", "chunks", "documents", "meta")
 

@@ -205,15 +205,15 @@ class PostgresStore(PgVault):
             (sorted(set(text_hashes)),))}
 
     @translated
-    def touch_documents(self, updates: Sequence[tuple[int, int, int]]) -> None:
-        """(document id, size, mtime_ns): a file whose bytes did not change."""
+    def touch_documents(self, updates: Sequence[tuple[int, int, int, int | None]]) -> None:
+        """(document id, size, mtime_ns, read_ns): a file whose bytes did not change."""
         self._flushed()
         if updates:
-            ids, sizes, mtimes = (list(x) for x in zip(*updates))
+            ids, sizes, mtimes, reads = (list(x) for x in zip(*updates))
             self.conn.execute(
-                "UPDATE documents d SET size = u.size, mtime_ns = u.mtime FROM "
-                "unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS u(id, size, mtime) "
-                "WHERE d.id = u.id", (ids, sizes, mtimes))
+                "UPDATE documents d SET size = u.size, mtime_ns = u.mtime, read_ns = u.read "
+                "FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[]) "
+                "AS u(id, size, mtime, read) WHERE d.id = u.id", (ids, sizes, mtimes, reads))
 
     @translated
     def delete_documents(self, doc_ids: Sequence[int]) -> None:

@@ -149,10 +149,18 @@ _M004_VAULT = """
         INSERT OR REPLACE INTO meta(key, value) VALUES ('vault_refresh', '1');
 """
 
+# Issue 20 (M10): when the indexer read each file, so that a file modified within the
+# filesystem's mtime granularity of being read is re-hashed rather than trusted by its
+# stat (index/freshness.racy). NULL for a file last read before this migration.
+_M005_READ_TIME = """
+        ALTER TABLE documents ADD COLUMN read_ns INTEGER;  -- time.time_ns() before the read
+"""
+
 # Numbered migrations: MIGRATIONS[i] is the SQL that brings a file from version i to
 # i + 1. Each runs in one transaction together with its user_version bump. Numbers are
 # given in the order migrations land, and the Postgres store mirrors them.
-MIGRATIONS = [_M001_INITIAL, _M002_WARNINGS_AND_KIND, _M003_GENERATION, _M004_VAULT]
+MIGRATIONS = [_M001_INITIAL, _M002_WARNINGS_AND_KIND, _M003_GENERATION, _M004_VAULT,
+              _M005_READ_TIME]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

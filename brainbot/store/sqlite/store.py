@@ -199,10 +199,10 @@ class SQLiteStore(VaultTables):
         return found
 
     @translated
-    def touch_documents(self, updates: Sequence[tuple[int, int, int]]) -> None:
-        """(document id, size, mtime_ns): a file whose bytes did not change."""
-        self.db.executemany("UPDATE documents SET size=?, mtime_ns=? WHERE id=?",
-                            [(size, mtime, doc_id) for doc_id, size, mtime in updates])
+    def touch_documents(self, updates: Sequence[tuple[int, int, int, int | None]]) -> None:
+        """(document id, size, mtime_ns, read_ns): a file whose bytes did not change."""
+        self.db.executemany("UPDATE documents SET size=?, mtime_ns=?, read_ns=? WHERE id=?",
+                            [(size, mtime, read, doc_id) for doc_id, size, mtime, read in updates])
 
     @translated
     def delete_documents(self, doc_ids: Sequence[int]) -> None:
@@ -219,10 +219,10 @@ class SQLiteStore(VaultTables):
     def add_document(self, doc: NewDocument) -> int:
         doc_id = self.db.execute(  # an id of None: SQLite assigns the next rowid
             "INSERT INTO documents(id, root, path, sha256, size, mtime_ns, title, front_matter, "
-            "indexed_at, warnings, kind) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            "indexed_at, warnings, kind, read_ns) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             (doc.id, doc.root, doc.path, doc.sha256, doc.size, doc.mtime_ns, doc.title,
              doc.front_matter_json(), now_iso(), json.dumps(doc.warnings, ensure_ascii=False),
-             doc.kind)).lastrowid
+             doc.kind, doc.read_ns)).lastrowid
         df_delta: Counter = Counter()
         postings, rows = [], {}
         for new in doc.chunks:
