@@ -29,6 +29,7 @@ import hashlib
 import sys
 import time
 from collections.abc import Callable, Iterable
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,6 +50,7 @@ BATCH_CHUNKS = 64
 # About 8 s of the model on 2 cores; a kill loses at most that.
 EMBED_CHUNKS = 256
 LOCK_RETRY_SECONDS = 0.25  # the semantic phase waits this long between takes of a busy lock
+STAGES = ("discover", "read", "chunk", "write", "links")
 
 
 class _Pending:
@@ -88,6 +90,9 @@ class IndexStats:
     warnings: list[notes.Problem] = field(default_factory=list)
     non_english: float = 0.0  # share of the index's chunks that do not read as English
     language_note: str | None = None  # said once, when that share is high
+    # Seconds of the lexical phase by stage, in this process: discover, read, chunk (the
+    # wait for the chunking workers, reading excluded), write, links.
+    stages: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
 
     def summary(self) -> str:
         return (f"{self.new:,} new, {self.updated:,} updated, {self.unchanged:,} unchanged, "
@@ -110,7 +115,17 @@ class IndexStats:
                 "seconds": round(self.seconds, 3),
                 "skipped": [{"path": p.path, "reason": p.reason} for p in self.skipped],
                 "warnings": [{"path": p.path, "reason": p.reason} for p in self.warnings],
-                "non_english": round(self.non_english, 4), "language_note": self.language_note}
+                "non_english": round(self.non_english, 4), "language_note": self.language_note,
+                "stages_seconds": {k: round(v, 3) for k, v in self.stages.items()}}
+
+
+@contextmanager
+def _timed(stages: dict[str, float], name: str):
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        stages[name] += time.perf_counter() - start
 
 
 def _sha256_text(text: str) -> str:
@@ -200,8 +215,10 @@ class Indexer:
     # -- public entry points -------------------------------------------------------------
     def index_paths(self, paths: Iterable) -> IndexStats:
         """Index folders or single files; removes vanished files under each folder."""
+        with _timed(self.stats.stages, "discover"):
+            roots = list(documents.roots(paths))
         folders = []
-        for root in documents.roots(paths):
+        for root in roots:
             self.stats.skipped.extend(root.problems)
             known = self.store.known_documents(root.path)
             self._index_documents(root.path, self._changed(root, known), root.scope, known)
@@ -236,7 +253,7 @@ class Indexer:
         """Resolve links if anything changed, end the lexical phase, run the semantic
         phase (unless ``embed`` is False), and total up."""
         if self.dirty or self.stats.removed:
-            with self.store.batch():
+            with _timed(self.stats.stages, "links"), self.store.batch():
                 self.store.resolve_links()
             self.dirty = False
         self.stats.lexical_seconds = time.perf_counter() - self.started
@@ -319,7 +336,9 @@ class Indexer:
                 yield note.relpath, None
                 continue
             try:
-                yield note.relpath, documents.read(note)
+                with _timed(self.stats.stages, "read"):
+                    doc = documents.read(note)
+                yield note.relpath, doc
             except notes.UnreadableNote as exc:
                 self.stats.skipped.append(notes.Problem(note.relpath, str(exc)))
 
@@ -336,12 +355,20 @@ class Indexer:
                 return None
             return doc
 
-        for pair, item in chunk_in_order(items, to_chunk, self.params, counter=self.counter,
-                                         workers=self.workers, analyze=True):
-            if item is not None:
-                self.stats.warnings.extend(notes.Problem(item.doc.relpath, w, skipped=False)
-                                           for w in item.warnings)
-            yield pair, item
+        stages = self.stats.stages
+        chunked = chunk_in_order(items, to_chunk, self.params, counter=self.counter,
+                                 workers=self.workers, analyze=True)
+        with closing(chunked):
+            while True:  # the wait for each result is the chunk stage, less its reading
+                start, read = time.perf_counter(), stages["read"]
+                pair, item = next(chunked, (None, None))
+                stages["chunk"] += time.perf_counter() - start - (stages["read"] - read)
+                if pair is None:
+                    return
+                if item is not None:
+                    self.stats.warnings.extend(
+                        notes.Problem(item.doc.relpath, w, skipped=False) for w in item.warnings)
+                yield pair, item
 
     def _index_documents(self, root: str, items, scope, known: dict) -> None:
         seen: set[str] = set()
@@ -374,6 +401,17 @@ class Indexer:
         already has a vector in the index gets it now; the others wait for the semantic
         phase."""
         self._check_stop()
+        with _timed(self.stats.stages, "write"):
+            self._write(pending, known)
+        for item in pending.batch:
+            if known.get(item.doc.relpath):
+                self.stats.updated += 1
+            else:
+                self.stats.new += 1
+            item.doc.text = ""  # let the text go: large vaults should not pile up in memory
+        self.dirty = True
+
+    def _write(self, pending: _Pending, known: dict) -> None:
         vectors = self.store.vectors_for([_sha256_text(c.retrieval_text)
                                           for item in pending.batch for c in item.chunks])
         with self.store.batch():
@@ -386,13 +424,6 @@ class Indexer:
                 if prior:
                     self.store.delete_documents([prior.id])
                 self.store.add_document(_new_document(item, vectors))
-        for item in pending.batch:
-            if known.get(item.doc.relpath):
-                self.stats.updated += 1
-            else:
-                self.stats.new += 1
-            item.doc.text = ""  # let the text go: large vaults should not pile up in memory
-        self.dirty = True
 
     def _check_stop(self) -> None:
         if self.stop is not None and self.stop.is_set():

@@ -30,6 +30,7 @@ from brainbot.store.reads import chunk_records_sql, translated
 from . import file as sf
 from .arrays import KernelIndex
 from .lock import WriterLock
+from .postings import PostingsBuffer
 from .vault import VaultTables
 
 
@@ -63,6 +64,7 @@ class SQLiteStore(VaultTables):
         self._terms: dict[str, int] | None = None
         self._next_term = 1
         self._writing_generation: int | None = None
+        self._postings = PostingsBuffer()  # the open batch's BM25 rows, written at commit
         self._index: KernelIndex | None = None
         self._file = _file_key(path)  # the file this connection has open
         self._index_id: str | None = None  # the index_id the arrays were loaded from
@@ -163,6 +165,7 @@ class SQLiteStore(VaultTables):
             with sf.translate_errors(self.path), sf.transaction(self.db):
                 self._writing_generation = self.generation() + 1
                 yield
+                self._postings.flush(self.db)
                 self.db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES "
                                 "('generation', ?)", (str(self._writing_generation),))
         except BaseException:
@@ -173,6 +176,7 @@ class SQLiteStore(VaultTables):
             raise
         finally:
             self._writing_generation = None
+            self._postings.clear()
 
     def _load_terms(self) -> None:
         """Forget the term ids; the next ``_term_id`` reads them (a writer that only adds
@@ -207,6 +211,7 @@ class SQLiteStore(VaultTables):
     @translated
     def delete_documents(self, doc_ids: Sequence[int]) -> None:
         """Documents with their chunks, vectors and postings; term df kept exact."""
+        self._postings.flush(self.db)  # the batch's own documents count too
         for doc_id in doc_ids:
             rows = self.db.execute(
                 "SELECT p.term, count(*) FROM postings p JOIN chunks c ON c.id = p.chunk "
@@ -223,8 +228,7 @@ class SQLiteStore(VaultTables):
             (doc.id, doc.root, doc.path, doc.sha256, doc.size, doc.mtime_ns, doc.title,
              doc.front_matter_json(), now_iso(), json.dumps(doc.warnings, ensure_ascii=False),
              doc.kind, doc.read_ns)).lastrowid
-        df_delta: Counter = Counter()
-        postings, rows = [], {}
+        rows = {}
         for new in doc.chunks:
             c = new.chunk
             row = rows[c.chunk_index] = self.db.execute(
@@ -241,12 +245,11 @@ class SQLiteStore(VaultTables):
             if new.vector is not None:  # None: the semantic phase embeds it later
                 self.db.execute("INSERT INTO embeddings(chunk, vector) VALUES (?, ?)",
                                 (row, np.ascontiguousarray(new.vector, dtype="<f4").tobytes()))
-            for term, count in new.terms.items():
-                postings.append((self._term_id(term), row, count))
-                df_delta[term] += 1
-        self.db.executemany("INSERT INTO postings(term, chunk, tf) VALUES (?,?,?)", postings)
-        self.db.executemany("UPDATE terms SET df = df + ? WHERE id = ?",
-                            [(n, self._terms[t]) for t, n in df_delta.items()])
+            known = self._read_terms()  # postings are written in bulk at the commit
+            self._postings.add(row, [known.get(t) or self._term_id(t) for t in new.terms],
+                               new.terms.values())
+        if self._writing_generation is None:  # outside a batch: nothing commits later
+            self._postings.flush(self.db)
         self.write_facts(doc_id, doc.facts, rows)
         return doc_id
 
@@ -272,7 +275,7 @@ class SQLiteStore(VaultTables):
             term_id = self._next_term
             self._next_term += 1
             self._terms[term] = term_id
-            self.db.execute("INSERT INTO terms(id, term, df) VALUES (?, ?, 0)", (term_id, term))
+            self._postings.terms.append((term_id, term))
         return term_id
 
     # -- the legs --------------------------------------------------------------------------
