@@ -26,7 +26,6 @@ indexes into SQLite and Postgres alike. It does not rank or answer anything.
 from __future__ import annotations
 
 import hashlib
-import sys
 import time
 from collections.abc import Callable, Iterable
 from contextlib import closing, contextmanager
@@ -135,7 +134,9 @@ def _sha256_text(text: str) -> str:
 class Indexer:
     """Writes documents into one index through its store. Use as a context manager: the
     store's writer lock is held from enter to exit, except while the semantic phase runs
-    the model (it is taken again for each batch's write)."""
+    the model (it is taken again for each batch's write). Progress is only reported:
+    ``progress(done, total)`` per file, ``embed_progress(done, total)`` per chunk; the
+    caller draws it (the CLI's bars are ``cli_progress``)."""
 
     def __init__(self, db_path, *, precision: str = "fp32", embedder=None, params=None,
                  rebuild: bool = False, progress: Callable[[int, int], None] | None = None,
@@ -460,26 +461,3 @@ def _new_document(item: Chunked, vectors: dict) -> NewDocument:
     return NewDocument(doc.root, doc.relpath, doc.sha256, doc.size, doc.mtime_ns, item.title,
                        item.parsed.front_matter, doc.kind, list(item.warnings), chunks,
                        item.facts, read_ns=doc.read_ns)
-
-
-def progress_printer(stream=None, unit: str = "file") -> Callable[[int, int], None] | None:
-    """A tqdm progress bar with ETA when stderr is a terminal, else None. It is called
-    with (done, total): ``unit="chunk"`` for the semantic phase."""
-    stream = stream or sys.stderr  # looked up now: tests and tools swap sys.stderr
-    if not stream.isatty():
-        return None
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
-    bar = {"bar": None}
-
-    def update(done: int, total: int) -> None:
-        if bar["bar"] is None:
-            bar["bar"] = tqdm(total=total, unit=unit, file=stream, leave=False,
-                              mininterval=0.5, desc="embedding" if unit == "chunk" else None)
-        bar["bar"].update(max(0, done - bar["bar"].n))
-        if done >= total:
-            bar["bar"].close()
-
-    return update
