@@ -186,9 +186,10 @@ def snapshot(db_path: Path) -> dict:
                 "SELECT t.term, c.chunk_id, p.tf FROM postings p JOIN terms t ON t.id = p.term "
                 "JOIN chunks c ON c.id = p.chunk ORDER BY 1, 2").fetchall(),
             "df": db.execute("SELECT term, df FROM terms WHERE df > 0 ORDER BY term").fetchall(),
-            # generation counts commits, so a resumed run's differs from a clean one's
-            "meta": db.execute("SELECT key, value FROM meta WHERE key != 'generation' "
-                               "ORDER BY key").fetchall(),
+            # generation counts commits, so a resumed run's differs from a clean one's;
+            # every index has an index_id of its own
+            "meta": db.execute("SELECT key, value FROM meta WHERE key NOT IN "
+                               "('generation', 'index_id') ORDER BY key").fetchall(),
         }
     finally:
         db.close()

@@ -220,10 +220,13 @@ class Indexer:
         """Index folders or single files; removes vanished files under each folder."""
         with _timed(self.stats.stages, "discover"):
             roots = list(documents.roots(paths))
+        folders = []
         for root in roots:
             self.stats.skipped.extend(root.problems)
             known = self.store.known_documents(root.path)
             self._index_documents(root.path, self._changed(root, known), root.scope, known)
+            folders += [root.path] if root.scope is None else []
+        self.store.add_folder_roots(folders)  # only folders count new notes (freshness)
         if self.refreshing:
             self._check_stop()
             with self.store.batch():
@@ -326,6 +329,10 @@ class Indexer:
         for done, note in enumerate(root.files, 1):
             if self.progress:
                 self.progress(done, len(root.files))
+            refusal = self.store.refused_path(root.path, note.relpath)
+            if refusal:  # per file: one note the store cannot hold never fails a batch
+                self.stats.skipped.append(notes.Problem(note.relpath, refusal))
+                continue
             prior = known.get(note.relpath)
             same = prior and stat_vouches(prior, note.size, note.mtime_ns)
             if same and not self.refreshing:
