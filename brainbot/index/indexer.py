@@ -141,6 +141,8 @@ class Indexer:
     ``progress(done, total)`` per file, ``embed_progress(done, total)`` per chunk; the
     caller draws it (the CLI's bars are ``cli_progress``)."""
 
+    embed_chunks: int | None = None  # chunks per semantic batch; None: EMBED_CHUNKS
+
     def __init__(self, db_path, *, precision: str = "fp32", embedder=None, params=None,
                  rebuild: bool = False, progress: Callable[[int, int], None] | None = None,
                  stop=None, embed: bool = True,
@@ -231,10 +233,13 @@ class Indexer:
         """Index folders or single files; removes vanished files under each folder."""
         with _timed(self.stats.stages, "discover"):
             roots = list(documents.roots(paths))
+        folders = []
         for root in roots:
             self.stats.skipped.extend(root.problems)
             known = self.store.known_documents(root.path)
             self._index_documents(root.path, self._changed(root, known), root.scope, known)
+            folders += [root.path] if root.scope is None else []
+        self.store.add_folder_roots(folders)  # only folders count new notes (freshness)
         if self.refreshing:
             self._check_stop()
             with self.store.batch():
@@ -299,7 +304,7 @@ class Indexer:
         after = 0
         while True:
             self._check_stop()
-            rows = self.store.unembedded_chunks(after, EMBED_CHUNKS)
+            rows = self.store.unembedded_chunks(after, self.embed_chunks or EMBED_CHUNKS)
             if not rows and after:
                 after = 0
                 continue
@@ -338,6 +343,10 @@ class Indexer:
         for done, note in enumerate(root.files, 1):
             if self.progress:
                 self.progress(done, len(root.files))
+            refusal = self.store.refused_path(root.path, note.relpath)
+            if refusal:  # per file: one note the store cannot hold never fails a batch
+                self.stats.skipped.append(notes.Problem(note.relpath, refusal))
+                continue
             prior = known.get(note.relpath)
             same = prior and stat_vouches(prior, note.size, note.mtime_ns)
             if same and not self.refreshing:

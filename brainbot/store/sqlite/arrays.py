@@ -19,6 +19,7 @@ from collections import Counter
 import numpy as np
 
 from brainbot.kernel import native as kernel
+from brainbot.store.lru import LRU
 from brainbot.text import lexical
 
 POSTINGS_CACHE_TERMS = 50_000  # a long-lived server must not cache a whole vocabulary
@@ -43,7 +44,7 @@ class KernelIndex:
         self.embedded = np.zeros(0, bool)  # positions with a vector (with the matrix)
         self.avgdl = 1.0
         self._postings: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        self._masks: dict[object, np.ndarray] = {}
+        self._masks: LRU = LRU()  # bounded: one N-byte mask a distinct filter
 
     # -- loading ---------------------------------------------------------------------
     def sync(self, generation: int) -> bool:

@@ -34,6 +34,16 @@ from .postings import PostingsBuffer
 from .vault import VaultTables
 
 
+def _file_key(path: Path) -> tuple[int, int] | None:
+    """(st_dev, st_ino) of the file at ``path``: a new file there (a rebuild, a copy
+    --replace, a ``mv``) has another; None when there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def _remove_files(path: Path) -> None:
     for suffix in ("", "-wal", "-shm"):
         try:
@@ -56,6 +66,8 @@ class SQLiteStore(VaultTables):
         self._writing_generation: int | None = None
         self._postings = PostingsBuffer()  # the open batch's BM25 rows, written at commit
         self._index: KernelIndex | None = None
+        self._file = _file_key(path)  # the file this connection has open
+        self._index_id: str | None = None  # the index_id the arrays were loaded from
 
     # -- opening and closing -------------------------------------------------------------
     @classmethod
@@ -104,6 +116,10 @@ class SQLiteStore(VaultTables):
                 db.execute("PRAGMA journal_mode = WAL")
                 store = cls(path, db, lock=lock)
                 store._load_terms()
+                first = store._first_meta()  # a file that has them is left byte for byte
+                db.executemany("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)",
+                               list(first.items()))
+                store._meta = None
         except BaseException:
             db.close()
             raise
@@ -272,8 +288,34 @@ class SQLiteStore(VaultTables):
 
     @translated
     def refresh(self) -> bool:
-        """Reload what another process committed since the last call; False if nothing."""
-        return self.index.sync(self.generation())
+        """Reload what another process committed since the last call; False if nothing.
+        A reader whose file was replaced (``--rebuild`` and ``copy --replace`` write a new
+        file at the path) reopens the path first, and arrays loaded from another index_id
+        are dropped: a long-lived server never serves the old index."""
+        reopened = self.lock is None and self._reopen_if_replaced()
+        meta = dict(self.db.execute(
+            "SELECT key, value FROM meta WHERE key IN ('generation', 'index_id')"))
+        index_id = meta.get("index_id")
+        if self._index_id is not None and index_id != self._index_id:
+            self._index = self._meta = None
+        self._index_id = index_id
+        return self.index.sync(int(meta.get("generation", 0))) or reopened
+
+    def _reopen_if_replaced(self) -> bool:
+        """Open the file now at the path when it is not the one this connection holds;
+        False (the old one kept) while there is none or it is not an index yet."""
+        now = _file_key(self.path)
+        if now is None or now == self._file:
+            return False
+        try:
+            fresh = type(self)._open_reader(self.path)
+        except StoreError:  # a rebuild that has not written its schema yet
+            return False
+        old, self.db, fresh.db = self.db, fresh.db, None
+        self._file, self._index, self._meta, self._terms = fresh._file, None, None, None
+        self._index_id = None
+        old.close()
+        return True
 
     @translated
     def bm25_topk(self, terms: Counter, n: int, flt: Filter | None = None):
