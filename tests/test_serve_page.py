@@ -1,6 +1,6 @@
 """The page `brainbot serve` answers at `/`: served from the package, no CDN, note text
-never inserted as HTML. (Behaviour in a real browser: tests/test_serve_browser.py, when
-it lands.)"""
+never inserted as HTML, the Obsidian vaults it links to. (Behaviour in a real browser:
+tests/test_browser.py.)"""
 
 from __future__ import annotations
 
@@ -55,3 +55,22 @@ def test_the_page_has_what_the_issue_asks_for():
                    "stale", "embedded"):
         assert needle in js
     assert "prefers-color-scheme: dark" in css
+
+
+def test_obsidian_vault_is_found_at_or_above_the_root(tmp_path):
+    from brainbot.serve.http import obsidian_vault
+
+    vault = tmp_path / "Work Vault"
+    (vault / ".obsidian").mkdir(parents=True)
+    (vault / "notes" / "sub").mkdir(parents=True)
+    (tmp_path / "plain").mkdir()
+    assert obsidian_vault(str(vault)) == {"name": "Work Vault", "prefix": ""}
+    assert obsidian_vault(str(vault / "notes" / "sub")) == {"name": "Work Vault",
+                                                             "prefix": "notes/sub/"}
+    assert obsidian_vault(str(tmp_path / "plain")) is None
+
+
+def test_api_roots_names_each_indexed_folder(page_daemon):
+    status, reply = page_daemon.json("GET", "/api/roots")
+    assert status == 200 and [r["obsidian"] for r in reply["roots"]] == [None]
+    assert reply["roots"][0]["root"].endswith("examples/notes")

@@ -138,6 +138,17 @@ class Api:
         unlinked = params.get("unlinked", "false").lower() in ("1", "true", "yes")
         return await self.run(self.service.related, note, int(k), unlinked)
 
+    async def roots(self, request):
+        """The indexed folders on this machine, each with the Obsidian vault holding it
+        (the page links hits there with obsidian:// URIs) or null."""
+        from brainbot.index.freshness import present_roots
+
+        def listing():
+            return {"roots": [{"root": r, "obsidian": obsidian_vault(r)}
+                              for r in present_roots(self.service.searcher.store)]}
+
+        return await self.run(listing)
+
     async def status(self, request):
         return await self.run(self.service.status)
 
@@ -145,6 +156,19 @@ class Api:
         from starlette.responses import JSONResponse
 
         return JSONResponse({"ok": True})
+
+
+def obsidian_vault(root: str) -> dict | None:
+    """{"name", "prefix"} of the Obsidian vault (the nearest folder holding ``.obsidian/``)
+    that ``root`` is or lies in; prefix is root's path inside it ("" or "notes/")."""
+    from pathlib import Path
+
+    here = Path(root)
+    for folder in (here, *here.parents):
+        if (folder / ".obsidian").is_dir():
+            inside = here.relative_to(folder).as_posix()
+            return {"name": folder.name, "prefix": "" if inside == "." else inside + "/"}
+    return None
 
 
 def _bad(exc: BrainbotError):
@@ -221,6 +245,7 @@ def make_app(service, port: int, token: str | None = None, loopback: bool = True
         Route("/api/get", api.get, methods=["GET"]),
         Route("/api/ask", api.ask, methods=["POST"]),
         Route("/api/related", api.related, methods=["GET"]),
+        Route("/api/roots", api.roots, methods=["GET"]),
         Route("/", static, methods=["GET"]),
         Route("/static/{name}", static, methods=["GET"]),
     ])

@@ -1,11 +1,14 @@
-// brainbot's page: search as you type, filters, hit cards, Ask with clickable citations.
-// Note text is untrusted: it is only ever inserted with textContent, never as HTML.
+// brainbot's page: search as you type, filters, hit cards, Ask with clickable citations,
+// a note reader and its related notes. Note text is untrusted: it is only ever inserted
+// with textContent, never as HTML.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
 const DEBOUNCE_MS = 250;
 let timer = null;
 let latest = 0;
+let vaults = {};  // indexed folder -> {name, prefix} of the Obsidian vault holding it
+let vaultsReady = Promise.resolve();
 
 function el(tag, props = {}, ...children) {
   const node = document.createElement(tag);
@@ -36,16 +39,24 @@ function showError(message) {
   box.hidden = !message;
 }
 
+// Lucene's English stop words (as the BM25 analyzer drops them) and question words.
+const STOP = new Set(("a an and are as at be but by for if in into is it no not of on or " +
+  "such that the their then there these they this to was will with how what when where " +
+  "why who which do does did i my me").split(" "));
+
 function terms(query) {
-  return [...new Set(query.toLowerCase().match(/[\p{L}\p{N}]{2,}/gu) || [])];
+  const words = query.toLowerCase().match(/[\p{L}\p{N}]{2,}/gu) || [];
+  return [...new Set(words.filter((w) => !STOP.has(w)))];
 }
 
-// The snippet as text nodes, with the query's terms in <mark> elements.
+// The snippet as text nodes, with the query's words (whole, or with an s/es/ed/ing
+// ending) in <mark> elements.
 function marked(text, words) {
   const frag = document.createDocumentFragment();
   if (!words.length) { frag.append(text); return frag; }
   const escaped = words.map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
-  const re = new RegExp(`(${escaped.join("|")})`, "giu");
+  const re = new RegExp(
+    `(?<![\\p{L}\\p{N}])(?:${escaped.join("|")})(?:s|es|ed|ing)?(?![\\p{L}\\p{N}])`, "giu");
   let last = 0;
   for (const m of text.matchAll(re)) {
     frag.append(text.slice(last, m.index), el("mark", { text: m[0] }));
@@ -64,11 +75,36 @@ function badges(item) {
   return out;
 }
 
+// obsidian://open for a note in an Obsidian vault (.obsidian/ in its folder or above),
+// else the editor template (localStorage "brainbot.editor"), vscode://file/ by default.
 function editorLink(hit) {
-  const template = localStorage.getItem("brainbot.editor") || "vscode://file/{path}:{line}";
-  const full = hit.root ? `${hit.root.replace(/\/$/, "")}/${hit.path}` : hit.path;
-  const href = template.replace("{path}", encodeURI(full)).replace("{line}", hit.start_line);
-  return el("a", { href, text: "open", title: "open in your editor" });
+  const vault = vaults[hit.root];
+  let href;
+  if (vault) {
+    href = `obsidian://open?vault=${encodeURIComponent(vault.name)}` +
+      `&file=${encodeURIComponent(vault.prefix + hit.path)}`;
+  } else {
+    const template = localStorage.getItem("brainbot.editor") || "vscode://file/{path}:{line}";
+    const full = hit.root ? `${hit.root.replace(/\/$/, "")}/${hit.path}` : hit.path;
+    href = template.replace("{path}", encodeURI(full)).replace("{line}", hit.start_line || 1);
+  }
+  return el("a", { href, class: "open", text: vault ? "open in Obsidian" : "open",
+    title: "open in your editor" });
+}
+
+// [ROOT::]PATH: names the note in its own indexed folder when several are indexed.
+function noteRef(item) {
+  return item.root ? `${item.root}::${item.path}` : item.path;
+}
+
+function actions(item) {
+  const read = el("button", { type: "button", class: "read", text: "read",
+    title: "read this note, with its related notes" });
+  read.addEventListener("click", () => openNote(item));
+  const near = el("button", { type: "button", class: "show-related", text: "related",
+    title: "notes related to this one" });
+  near.addEventListener("click", () => showRelated(item));
+  return el("span", { class: "actions" }, read, near);
 }
 
 function hitCard(hit, words) {
@@ -76,9 +112,75 @@ function hitCard(hit, words) {
   const title = el("h2", {}, el("span", { text: hit.path }), ...badges(hit));
   const where = el("div", { class: "where",
     text: `lines ${hit.start_line}-${hit.end_line}${heading ? " · " + heading : ""} · ` });
-  where.append(editorLink(hit));
+  where.append(editorLink(hit), actions(hit));
   const snippet = el("p", { class: "snippet" }, marked(hit.text || "", words));
   return el("article", { class: "card hit" }, title, where, snippet);
+}
+
+async function openNote(item) {
+  const box = $("note");
+  const close = el("button", { type: "button", class: "close", text: "close" });
+  close.addEventListener("click", () => { box.hidden = true; box.replaceChildren(); });
+  const pre = el("pre", { class: "lines", text: "…" });
+  const where = el("div", { class: "where" }, editorLink(item), " ", close);
+  box.replaceChildren(el("article", { class: "card reader" },
+    el("h2", {}, el("span", { text: item.path })), where, pre));
+  box.hidden = false;
+  showRelated(item);
+  await fillLines(pre, noteRef(item));
+}
+
+// The numbered lines of ``ref`` (as `brainbot get` takes it) into ``pre``, as text.
+async function fillLines(pre, ref) {
+  try {
+    const got = await api("GET", `/api/get?ref=${encodeURIComponent(ref)}`);
+    pre.textContent = got.lines.map((l) => `${String(l.line).padStart(5)}  ${l.text}`)
+      .join("\n");
+    if (got.stale) pre.prepend(el("span", { class: "badge stale", text: "changed on disk" }),
+      "\n");
+  } catch (err) {
+    pre.textContent = err.message;
+  }
+}
+
+function relatedCard(rel) {
+  const heading = (rel.heading_path || []).join(" › ");
+  const title = el("h3", {}, el("span", { text: rel.path }),
+    rel.linked ? el("span", { class: "badge linked", text: "linked",
+      title: "the two notes already link" }) : null, ...badges(rel));
+  const where = el("div", { class: "where", text: `score ${rel.score.toFixed(3)} · lines ` +
+    `${rel.start_line}-${rel.end_line}${heading ? " · " + heading : ""} · ` });
+  where.append(editorLink(rel), actions(rel));
+  const text = rel.text || "";
+  const snippet = el("p", { class: "snippet",
+    text: text.length > 280 ? text.slice(0, 280) + "…" : text });
+  return el("article", { class: "card related" }, title, where, snippet);
+}
+
+async function showRelated(item) {
+  const box = $("related");
+  const head = el("h2", { text: "Related to " }, el("span", { text: item.path }));
+  box.replaceChildren(head, el("p", { class: "muted", text: "…" }));
+  box.hidden = false;
+  try {
+    const r = await api("GET", `/api/related?note=${encodeURIComponent(noteRef(item))}&k=8`);
+    const partial = r.partial ? el("p", { class: "muted", text: r.partial }) : null;
+    const cards = r.related.map(relatedCard);
+    box.replaceChildren(head, ...(partial ? [partial] : []), ...cards);
+    if (!cards.length) box.append(el("p", { class: "muted", text: "No related notes." }));
+  } catch (err) {
+    box.replaceChildren(head, el("p", { class: "error", text: err.message }));
+  }
+}
+
+async function loadVaults() {
+  try {
+    const r = await api("GET", "/api/roots");
+    vaults = Object.fromEntries(r.roots.filter((x) => x.obsidian)
+      .map((x) => [x.root, x.obsidian]));
+  } catch (err) {
+    vaults = {};
+  }
 }
 
 function filters() {
@@ -97,6 +199,7 @@ async function search() {
   const mine = ++latest;
   try {
     const found = await api("POST", "/api/search", { query, k: 10, ...filters() });
+    await vaultsReady;  // hits link to Obsidian once the vaults are known
     if (mine !== latest) return;  // a newer search is on its way
     showError("");
     const words = terms(query);
@@ -113,16 +216,7 @@ async function showLines(cite, button) {
   const count = cite.end_line - cite.start_line + 1;
   const pre = el("pre", { class: "lines", text: "…" });
   button.after(pre);
-  try {
-    const got = await api("GET", `/api/get?ref=${encodeURIComponent(
-      `${cite.path}:${cite.start_line}:${count}`)}`);
-    pre.textContent = got.lines.map((l) => `${String(l.line).padStart(5)}  ${l.text}`)
-      .join("\n");
-    if (got.stale) pre.prepend(el("span", { class: "badge stale", text: "changed on disk" }),
-      "\n");
-  } catch (err) {
-    pre.textContent = err.message;
-  }
+  await fillLines(pre, `${cite.path}:${cite.start_line}:${count}`);
 }
 
 function citationButton(cite) {
@@ -190,6 +284,7 @@ document.addEventListener("DOMContentLoaded", () => {
     search();
   });
   $("ask").addEventListener("click", ask);
+  vaultsReady = loadVaults();
   document.addEventListener("keydown", (e) => {
     const typing = ["INPUT", "SELECT", "TEXTAREA"].includes(document.activeElement.tagName);
     if (e.key === "/" && !typing) { e.preventDefault(); $("q").focus(); }

@@ -20,6 +20,7 @@ import numpy as np
 
 from brainbot.kernel import native as kernel
 from brainbot.kernel.int8_scan import Int8Scan
+from brainbot.store.lru import LRU
 from brainbot.text import lexical
 
 POSTINGS_CACHE_TERMS = 50_000  # a long-lived server must not cache a whole vocabulary
@@ -48,7 +49,7 @@ class KernelIndex:
         self.embedded = np.zeros(0, bool)  # positions with a vector (with the matrix)
         self.avgdl = 1.0
         self._postings: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        self._masks: dict[object, np.ndarray] = {}
+        self._masks: LRU = LRU()  # bounded: one N-byte mask a distinct filter
         self.int8: Int8Scan | None = None  # made from the matrix when first needed
 
     # -- loading ---------------------------------------------------------------------

@@ -1,0 +1,218 @@
+"""The page in a real browser: headless Debian chromium driven by Selenium (chromium-driver),
+against a real `brainbot serve`. Types a query, sees the hits, opens a note, follows its
+related notes, asks and opens a verified citation's lines, checks the obsidian:// links of
+a vault holding .obsidian/, and that a hostile note's <script> is shown as text.
+
+Skipped with the reason when chromium, chromedriver or selenium is missing, unless
+BRAINBOT_REQUIRE_BROWSER=1 (set by .ci/run), which makes that a failure. `make test`
+installs chromium and chromium-driver when it runs as root on Debian.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from test_serve import Daemon
+
+from brainbot.index.indexer import Indexer
+
+HOSTILE = ("# Hostile clipping\n\nPasted from a web page about zeppelins: "
+           "<script>window.__pwned = 1</script> <img src=x onerror=\"window.__pwned = 2\">\n")
+NOTES = {
+    "bread/sourdough.md": "# Sourdough\n\nFeed the sourdough starter twice a day with rye "
+                          "flour and water.\n\n## Proofing\n\nThe dough proofs overnight in "
+                          "the fridge; bake the loaf in a hot Dutch oven. See [[rye bread]].\n",
+    "bread/rye bread.md": "# Rye bread\n\nA dense rye loaf from a sourdough starter. Mix the "
+                          "rye flour, let the dough proof for four hours, bake slowly.\n",
+    "bread/baguette.md": "# Baguette\n\nBaguettes need strong flour, a long cold proof of the "
+                         "dough and steam in the oven so the crust cracks.\n",
+    "garden/tomatoes.md": "# Tomatoes\n\nThe tomato seedlings want full sun and water every "
+                          "evening; pinch out the side shoots.\n",
+    "clips/hostile.md": HOSTILE,
+}
+
+
+def browser_missing() -> str | None:
+    """Why the browser test cannot run here, or None."""
+    for tool, package in (("chromium", "chromium"), ("chromedriver", "chromium-driver")):
+        if shutil.which(tool) is None:
+            return f"{tool} not found (Debian: apt-get install {package})"
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium not installed (pip install -e '.[test]')"
+    return None
+
+
+def chrome(width: int = 1400, height: int = 1000):
+    """Headless chromium under chromedriver, both from PATH (no driver download)."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    opts = Options()
+    opts.binary_location = shutil.which("chromium")
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--no-first-run", "--disable-extensions", f"--window-size={width},{height}"):
+        opts.add_argument(arg)
+    return webdriver.Chrome(service=Service(executable_path=shutil.which("chromedriver")),
+                            options=opts)
+
+
+@pytest.fixture(scope="module")
+def driver():
+    reason = browser_missing()
+    if reason:
+        if os.environ.get("BRAINBOT_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"BRAINBOT_REQUIRE_BROWSER=1 but {reason}")
+        pytest.skip(reason)
+    os.environ.setdefault("SE_OFFLINE", "true")  # never let Selenium Manager fetch a driver
+    d = chrome()
+    d.set_page_load_timeout(60)
+    yield d
+    d.quit()
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory, shared_embedder):
+    vault = tmp_path_factory.mktemp("browser") / "My Vault"
+    for rel, text in NOTES.items():
+        (vault / rel).parent.mkdir(parents=True, exist_ok=True)
+        (vault / rel).write_text(text, encoding="utf-8")
+    (vault / ".obsidian").mkdir()
+    db = vault.parent / "b.db"
+    with Indexer(db, embedder=shared_embedder) as ix:
+        ix.index_paths([vault])
+    d = Daemon(db)
+    yield f"http://127.0.0.1:{d.port}", d
+    assert d.stop() in (0, -15)  # uvicorn re-raises the SIGTERM it handled
+
+
+def wait(driver, condition, timeout: float = 60):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, timeout, poll_frequency=0.1).until(condition)
+
+
+def cards(driver, css: str) -> list:
+    from selenium.webdriver.common.by import By
+
+    return driver.find_elements(By.CSS_SELECTOR, css)
+
+
+def search(driver, text: str):
+    """Type ``text`` into the box (search as you type) and wait for hit cards."""
+    from selenium.webdriver.common.by import By
+
+    box = driver.find_element(By.ID, "q")
+    box.clear()
+    box.send_keys(text)
+    wait(driver, lambda d: cards(d, "#hits .card.hit") and text.split()[0].lower() in
+         d.find_element(By.ID, "hits").text.lower())
+    return cards(driver, "#hits .card.hit")
+
+
+def card_path(card) -> str:
+    from selenium.webdriver.common.by import By
+
+    return card.find_element(By.CSS_SELECTOR, "h2 span, h3 span").text
+
+
+def test_search_open_a_note_and_follow_related(driver, site):
+    from selenium.webdriver.common.by import By
+
+    base, _ = site
+    driver.get(base + "/")
+    hits = search(driver, "feed the sourdough starter")
+    assert card_path(hits[0]) == "bread/sourdough.md"
+    marks = [m.text.lower() for m in hits[0].find_elements(By.CSS_SELECTOR, "mark")]
+    assert marks and set(marks) <= {"feed", "sourdough", "starter"}  # whole words, no "the"
+    hits[0].find_element(By.CSS_SELECTOR, "button.read").click()
+    wait(driver, lambda d: "Feed the sourdough starter" in d.find_element(By.ID, "note").text)
+    wait(driver, lambda d: cards(d, "#related .card.related"))
+    related = cards(driver, "#related .card.related")
+    paths = [card_path(c) for c in related]
+    assert "bread/sourdough.md" not in paths
+    assert set(paths[:2]) == {"bread/rye bread.md", "bread/baguette.md"}
+    rye = related[paths.index("bread/rye bread.md")]
+    assert "linked" in rye.text  # sourdough links to [[rye bread]]
+    rye.find_element(By.CSS_SELECTOR, "button.read").click()
+    wait(driver, lambda d: "A dense rye loaf" in d.find_element(By.ID, "note").text)
+    wait(driver, lambda d: "Related to bread/rye bread.md" in
+         d.find_element(By.ID, "related").text)
+
+
+def test_hits_open_in_obsidian_when_the_root_is_a_vault(driver, site):
+    from selenium.webdriver.common.by import By
+
+    base, _ = site
+    driver.get(base + "/")
+    hits = search(driver, "rye loaf")
+    link = hits[0].find_element(By.CSS_SELECTOR, "a.open")
+    assert link.get_attribute("href") == (
+        f"obsidian://open?vault={quote('My Vault', safe='')}"
+        f"&file={quote(card_path(hits[0]), safe='')}")
+
+
+def test_ask_shows_a_verified_citation_and_its_lines(driver, site):
+    from selenium.webdriver.common.by import By
+
+    base, _ = site
+    driver.get(base + "/")
+    driver.find_element(By.ID, "q").send_keys("How often do I feed the sourdough starter?")
+    driver.find_element(By.ID, "ask").click()
+    wait(driver, lambda d: cards(d, "#answer button.citation"))
+    answer = driver.find_element(By.ID, "answer")
+    assert "twice a day" in answer.text
+    cite = cards(driver, "#answer button.citation")[0]
+    assert "verified" in cite.text and "bread/sourdough.md" in cite.text
+    cite.click()
+    wait(driver, lambda d: cards(d, "#answer pre.lines")
+         and "twice a day" in cards(d, "#answer pre.lines")[0].text)
+
+
+def test_hostile_markup_is_shown_as_text(driver, site):
+    base, _ = site
+    driver.get(base + "/")
+    hits = search(driver, "zeppelins pasted")
+    assert "<script>window.__pwned = 1</script>" in hits[0].text
+    assert driver.execute_script("return window.__pwned === undefined")
+    assert not cards(driver, "#hits script, #hits img")
+
+
+def test_slash_focuses_the_search_box(driver, site):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    base, _ = site
+    driver.get(base + "/")
+    driver.find_element(By.TAG_NAME, "body").click()
+    driver.find_element(By.TAG_NAME, "body").send_keys("/")
+    assert driver.switch_to.active_element.get_attribute("id") == "q"
+    driver.switch_to.active_element.send_keys(Keys.ESCAPE)
+
+
+def test_skip_reason_names_what_is_missing(monkeypatch):
+    """Without chromium on PATH the reason says what to install."""
+    monkeypatch.setenv("PATH", str(Path(os.devnull).parent / "nonexistent"))
+    reason = browser_missing()
+    assert reason and "chromium" in reason and "apt-get install" in reason
+
+
+@pytest.mark.parametrize("require,outcome", [("1", "1 error"), ("0", "1 skipped")])
+def test_missing_browser_fails_only_when_required(require, outcome, tmp_path):
+    """BRAINBOT_REQUIRE_BROWSER=1 turns the skip into a failure (what .ci/run sets)."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PATH": str(tmp_path), "BRAINBOT_REQUIRE_BROWSER": require}
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         f"{__file__}::test_slash_focuses_the_search_box"],
+        env=env, capture_output=True, text=True, cwd=Path(__file__).parent.parent)
+    assert outcome in run.stdout, run.stdout[-2000:]
+    assert "chromium not found (Debian: apt-get install chromium)" in run.stdout
