@@ -153,6 +153,7 @@ def _store_checks(store: Store, db) -> list[dict]:
                           f"{len(stale['changed'])} changed, {len(stale['missing'])} missing, "
                           f"{len(stale['new'])} new", f"brainbot index {roots} --db {db_arg}"
                           + (" --prune" if missing_roots(store) else "")))
+        out += _absent_roots_check(store, db_arg)
         other, known = store.language_share()
         out.append(_check("language", True, _language_detail(other, known)))
         warned = {w["path"] for w in warnings_of(store)}
@@ -171,6 +172,19 @@ def _store_checks(store: Store, db) -> list[dict]:
                           f"restore {db} from a backup or rebuild it: "
                           f"brainbot index NOTES --db {db_arg} --rebuild"))
     return out
+
+
+def _absent_roots_check(store: Store, db_arg: str) -> list[dict]:
+    """Folders of the index not present on this machine: their notes are served from the
+    index's text and nothing can tell whether they changed. Normal on Postgres (readers on
+    other machines); a SQLite file is local, so there the folder most likely moved."""
+    absent = missing_roots(store)
+    if not absent:
+        return []
+    detail = "; ".join(f"{root} is not present here ({n} note{'s' if n != 1 else ''}, read "
+                       "from the index)" for root, n in absent.items())
+    return [_check("folders", is_url(store.target), detail,
+                   f"if it moved or is gone for good: brainbot index --prune --db {db_arg}")]
 
 
 def _language_detail(other: int, known: int) -> str:

@@ -14,6 +14,7 @@ import json
 
 import pytest
 from conftest import EXAMPLES
+from fake_anthropic import FakeAnthropic, cite_text, message, search_results, text
 from pg_kit import same_hits, store_snapshot
 
 from brainbot.cli import main
@@ -125,8 +126,25 @@ def test_commands_work_on_a_url(pg_examples, examples_db, capsys, monkeypatch):
     assert capsys.readouterr().out.strip()
     assert main(["ask", "How often do I feed the sourdough starter?", "--db", pg_examples,
                  "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)  # offline: the extractive answer
+    assert answer["outcome"] == "answer" and answer["mode"] == "extractive"
+    assert [c for c in answer["citations"] if c["verified"] and c["stale"] is False
+            and c["path"] == "cooking/sourdough.md" and "twice a day" in c["cited_text"]]
+    with FakeAnthropic() as fake:  # and through the Messages API, citing a search result
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.url)
+        fake.push(lambda body: message(text("Twice a day.", [cite_text(
+            body, next(i for i, b in enumerate(search_results(body))
+                       if b["source"].startswith("cooking/sourdough.md:")),
+            "feed twice a day")])))
+        assert main(["ask", "How often do I feed the sourdough starter on the counter?",
+                     "--db", pg_examples, "--json"]) == 0
+        monkeypatch.delenv("ANTHROPIC_API_KEY")
     answer = json.loads(capsys.readouterr().out)
-    assert answer["citations"] or answer["refused"]
+    assert answer["outcome"] == "answer" and answer["mode"] == "claude" and not answer["dropped"]
+    (cite,) = answer["citations"]
+    assert cite["verified"] and cite["stale"] is False and cite["path"] == "cooking/sourdough.md"
+    assert "feed twice a day" in cite["cited_text"].lower()
     assert main(["status", "--db", pg_examples, "--json"]) == 0
     status = json.loads(capsys.readouterr().out)
     assert status["chunks"] > 200 and status["schema"] == str(pg_schema.SCHEMA_VERSION) and status["size_bytes"] > 0

@@ -24,7 +24,7 @@ from __future__ import annotations
 import sys
 
 from brainbot.errors import AnswerError
-from brainbot.index.freshness import out_of_date_note
+from brainbot.index.freshness import Freshness, out_of_date_note
 from brainbot.model import claude
 
 from .answers import (
@@ -40,7 +40,7 @@ from .answers import (
     squash_spaces,
     verify,
 )
-from .tools import TOOLS, Session
+from .tools import TOOLS, Conversation
 
 MAX_STEPS = 6
 # Input + output tokens over all steps. Each step re-sends the whole conversation: eight
@@ -93,10 +93,10 @@ def _ask(text: str, searcher, *, k, model, show_context, stream, client, max_ste
          token_budget, out):
     qvec = searcher.embedder.embed_query(text)
     hits = searcher.search(text, k, mode="hybrid", qvec=qvec, rerank=RERANK)
-    session = Session(searcher, k, text)
-    first = session.passages_for(hits)
+    conversation = Conversation(searcher, k, text)
+    first = conversation.passages_for(hits)
     model = claude.model_name(model)
-    params = request(text, model, session.send(first))
+    params = request(text, model, conversation.send(first))
     if show_context:
         return params
     score = searcher.best_cosine(qvec)
@@ -111,7 +111,7 @@ def _ask(text: str, searcher, *, k, model, show_context, stream, client, max_ste
     if not hits or score < REFUSE_BELOW:
         return Answer(text, REFUSAL, "not_found", "claude", nearest=near, model=model,
                       stop_reason="weak_evidence", evidence=score)
-    loop = _Loop(session, client, params, stream=stream, out=out or sys.stdout,
+    loop = _Loop(conversation, client, params, stream=stream, out=out or sys.stdout,
                  max_steps=max_steps, token_budget=token_budget)
     answer = loop.run()
     answer.nearest, answer.evidence = near, score
@@ -132,9 +132,9 @@ def request(question: str, model: str, blocks: list[dict]) -> dict:
 class _Loop:
     """Call, run the tools the model asked for, repeat; then verify the final answer."""
 
-    def __init__(self, session: Session, client, params: dict, *, stream: bool, out,
+    def __init__(self, conversation: Conversation, client, params: dict, *, stream: bool, out,
                  max_steps: int, token_budget: int):
-        self.session, self.client, self.params = session, client, params
+        self.conversation, self.client, self.params = conversation, client, params
         self.stream, self.out = stream, out
         self.max_steps, self.token_budget = max(1, max_steps), token_budget
         self.usage = {"input_tokens": 0, "output_tokens": 0}
@@ -166,7 +166,7 @@ class _Loop:
                 break
             messages.append({"role": "user", "content": [
                 {"type": "tool_result", "tool_use_id": u.id,
-                 **self.session.run_tool(u.name, u.input)} for u in uses]})
+                 **self.conversation.run_tool(u.name, u.input)} for u in uses]})
         return self._answer(content, steps, stop)
 
     def _call(self, call: dict):
@@ -205,9 +205,9 @@ class _Loop:
     def _answer(self, content, steps: int, stop: str) -> Answer:
         """A verified answer; the model's refusal (or a leak) as not_found; an answer
         none of whose citations verified as the closest passages instead."""
-        text, cites, dropped = ground(content, self.session)
-        answer = Answer(self.session.question, text.strip(), "answer", "claude", cites, steps,
-                        dict(self.usage), dropped, model=self.params["model"],
+        text, cites, dropped = ground(content, self.conversation)
+        answer = Answer(self.conversation.question, text.strip(), "answer", "claude", cites,
+                        steps, dict(self.usage), dropped, model=self.params["model"],
                         stop_reason=stop, streamed=self.streamed)
         refused = REFUSAL.lower() in squash_spaces(text).lower()
         if _leaks_prompt(text):
@@ -218,15 +218,16 @@ class _Loop:
             answer.answer, answer.outcome, answer.citations = REFUSAL, "not_found", []
         elif not answer.citations:
             answer.outcome, answer.answer = "passages", PASSAGES_LABEL
-            answer.citations, lost = closest_passages(self.session.sent, answer.question, {})
+            answer.citations, lost = closest_passages(self.conversation.sent, answer.question,
+                                                      Freshness())
             answer.dropped += lost
         return answer
 
 
-def ground(content, session: Session) -> tuple[str, list[Citation], list[dict]]:
+def ground(content, conversation: Conversation) -> tuple[str, list[Citation], list[dict]]:
     """The answer text with [n] after each cited block, its verified citations, and the
     dropped ones. Markers come from the citation objects, never from the prose."""
-    parts, cites, dropped, numbers, cache = [], [], [], {}, {}
+    parts, cites, dropped, numbers, cache = [], [], [], {}, Freshness()
     for block in content:
         if getattr(block, "type", None) != "text":
             continue
@@ -236,7 +237,7 @@ def ground(content, session: Session) -> tuple[str, list[Citation], list[dict]]:
                 dropped.append(dropped_entry(None, getattr(c, "cited_text", "") or "",
                                              f"unsupported citation type {c.type!r}"))
                 continue
-            src = session.passage_at(c.search_result_index)
+            src = conversation.passage_at(c.search_result_index)
             span, reason = verify(src, c, cache)
             if reason:
                 dropped.append(dropped_entry(src, c.cited_text or "", reason, c.source))

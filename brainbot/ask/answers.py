@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from brainbot.index import reading as spans
+from brainbot.index.freshness import CHANGED, GONE, Freshness, as_stale
 from brainbot.text import segments
 
 NEAREST = 3
@@ -103,7 +103,8 @@ class Citation:
     heading_path: list[str]
     cited_text: str
     verified: bool = True
-    stale: bool = False  # its span still reads the same, but the file changed elsewhere
+    stale: bool | None = False  # its span still reads the same, but the file changed
+    # elsewhere; None: the note's folder is not on this machine, so nothing can tell
 
     def to_dict(self) -> dict:
         return {"n": self.n, "path": self.path, "start_line": self.start_line,
@@ -160,30 +161,25 @@ def squash_spaces(text: str) -> str:
     return " ".join(text.split()).replace("\u2019", "'")
 
 
-def _on_disk(src: Passage, cache: dict) -> tuple[str, str] | None:
-    key = (src.root, src.path)
-    if key not in cache:
-        cache[key] = spans.read_document(src.root, src.path)
-    return cache[key]
-
-
-def check_fresh(src: Passage, cache: dict | None = None) -> str | None:
-    """None when the file on disk still holds ``src.text`` at its span, else why not."""
-    found = _on_disk(src, {} if cache is None else cache)
-    if found is None:
+def check_fresh(src: Passage, files: Freshness | None = None) -> str | None:
+    """None when the file still holds ``src.text`` at its span (or its folder is not on this
+    machine: the index's text is all there is), else why the citation is dropped."""
+    verdict = (files or Freshness()).span_state(src.root, src.path, src.start_char,
+                                                src.end_char, src.text)
+    if verdict == GONE:
         return "stale: the note is gone from disk since it was indexed"
-    if found[0][src.start_char:src.end_char] != src.text:
+    if verdict == CHANGED:
         return "stale: the note changed on disk since it was indexed"
     return None
 
 
-def is_stale(src: Passage, cache: dict) -> bool:
-    """Whether the file of a citation that verified changed elsewhere since indexing."""
-    found = _on_disk(src, cache)
-    return found is None or bool(src.indexed_sha256 and found[1] != src.indexed_sha256)
+def is_stale(src: Passage, files: Freshness) -> bool | None:
+    """Whether the file of a citation that verified changed elsewhere since indexing (None:
+    its folder is not on this machine)."""
+    return as_stale(files.bytes_state(src.root, src.path, src.indexed_sha256))
 
 
-def verify(src: Passage | None, loc, cache: dict) -> tuple[Passage | None, str | None]:
+def verify(src: Passage | None, loc, cache: Freshness) -> tuple[Passage | None, str | None]:
     """The exact span a search_result_location citation names, or why it is dropped: the
     result was sent, its source matches, the block range lies within the blocks sent,
     the quote is those blocks' text, and the file still holds them at those lines."""
@@ -226,7 +222,7 @@ def window(src: Passage, question: str, lines: int = PASSAGE_LINES) -> Passage:
 
 
 def closest_passages(passages: list[Passage], question: str,
-                     cache: dict) -> tuple[list[Citation], list[dict]]:
+                     cache: Freshness) -> tuple[list[Citation], list[dict]]:
     """The top distinct chunks as citations (each at most PASSAGE_LINES lines), verified
     against the files like any citation, and the ones dropped."""
     cites, dropped, seen = [], [], set()

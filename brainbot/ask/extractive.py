@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from brainbot.index.freshness import Freshness
 from brainbot.notes import language
 from brainbot.text import lexical, segments
 
@@ -165,7 +166,7 @@ def quote(question: str, asked: Asked, ranked: list[Unit], scores, result) -> An
         spans = [_quoted(u) for u, score in zip(ranked[:MAX_SENTENCES], scores, strict=False)
                  if score >= KEEP_RATIO * best]
     cites: dict[str, Citation] = {}  # by location: two sentences of one line share it
-    parts, dropped, cache = [], [], {}
+    parts, dropped, cache = [], [], Freshness()
     for unit in spans:
         stale = check_fresh(unit, cache)
         if stale:
@@ -197,7 +198,7 @@ def _quoted(u: Unit) -> Passage:
 
 def closest(question: str, passages: list[Passage], answer: Answer) -> Answer:
     """The passages outcome: the closest passages, cited, under their label."""
-    answer.citations, answer.dropped = closest_passages(passages, question, {})
+    answer.citations, answer.dropped = closest_passages(passages, question, Freshness())
     answer.answer = PASSAGES_LABEL
     if not answer.citations:  # every passage went stale on disk
         answer.outcome, answer.answer, answer.stop_reason = "not_found", REFUSAL, "stale"

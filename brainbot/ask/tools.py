@@ -1,8 +1,8 @@
 """The tools the model may call: ``search_notes`` and ``read_note``, and their schemas.
 
-A Session holds the index side of one question: the searcher and every search_result
-block sent so far, in the order the API counts them, so that a citation's index finds its
-Passage. ``search_notes`` is brainbot's own retrieval; ``read_note`` reaches only indexed
+A Conversation holds the index side of one question: the searcher and every
+search_result block sent so far, in the order the API counts them, so that a citation's
+index finds its Passage. ``search_notes`` is brainbot's own retrieval; ``read_note`` reaches only indexed
 documents, by the path search_notes shows, never a file outside the index. Note text is
 data: whatever a note says, it cannot widen what these tools reach. A bad call comes back
 to the model as an error it can read.
@@ -47,7 +47,7 @@ TOOLS = [
 
 
 # -- the shared first step ------------------------------------------------------------
-class Session:
+class Conversation:
     """The index-side state of one question: searcher, the blocks sent, tool execution."""
 
     def __init__(self, searcher, k: int, question: str = ""):
@@ -112,7 +112,7 @@ class Session:
                              "notes can be read, by the path search_notes shows")
         try:
             doc = spans.document(self.searcher.store, path)
-            lines = spans.stored_lines(doc)
+            lines = spans.stored_lines(self.searcher.store, doc)
         except NotFoundError as exc:
             raise _ToolError(str(exc)) from None
         start = max(1, min(_int_arg(args, "start_line", 1), len(lines)))

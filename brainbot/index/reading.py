@@ -4,18 +4,17 @@
 what can be read is exactly what is in the index: a path that is not a document of the
 index is refused, whatever exists on disk. `get` of a note that changed on disk since it
 was indexed reads its current file and says so (``stale``); a citation check and the
-agent's read_note, which must quote what was indexed, refuse it. A path indexed under
-several folders is refused with both named, unless ``ROOT::PATH`` picks one.
+agent's read_note, which must quote what was indexed, refuse it. A note whose folder is
+not on this machine (a Postgres reader elsewhere) is read from the text the index holds,
+with ``stale`` None: nothing here can tell. A path indexed under several folders is
+refused with both named, unless ``ROOT::PATH`` picks one. Whether a file is still the
+indexed one is ``index/freshness``'s to say; here is what each reader does about it.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
 import re
-import stat
 from dataclasses import dataclass
-from pathlib import Path
 
 from brainbot.errors import InputError, NotFoundError
 from brainbot.store.interface import DocumentRow, Store
@@ -40,56 +39,48 @@ def document(store: Store, path: str) -> DocumentRow:
     return docs[0]
 
 
-def read_document(root: str, path: str) -> tuple[str, str] | None:
-    """The note's current text on disk (universal newlines) and the sha256 of its bytes,
-    or None if it cannot be read."""
-    from brainbot.notes.files import decode
-
-    try:
-        data = (Path(root) / path).read_bytes()
-    except OSError:
-        return None
-    return decode(data)[0], hashlib.sha256(data).hexdigest()
-
-
-def _read_file(doc: DocumentRow) -> tuple[bytes, bool]:
-    """The bytes of an indexed note's file (OSError unless it is a regular file), and
-    whether it lies inside its root once symlinks are followed, as discovery requires."""
-    path = Path(doc.root) / doc.path
-    if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block the read
-        raise OSError(f"{doc.path} is no longer a regular file")
-    try:
-        inside = path.resolve().is_relative_to(Path(doc.root).resolve())
-    except (OSError, RuntimeError):
-        inside = False
-    return path.read_bytes(), inside
-
-
-def stored_lines(doc: DocumentRow) -> list[str]:
-    """The note's lines as indexed: from disk when its bytes are the indexed ones."""
-    lines, stale = current_lines(doc)
+def stored_lines(store: Store, doc: DocumentRow) -> list[str]:
+    """The note's lines as indexed: from disk when its bytes are the indexed ones, from the
+    index when its folder is not on this machine; NotFoundError when it changed."""
+    lines, stale = current_lines(store, doc)
     if stale:
         raise NotFoundError(f"{doc.path} changed on disk since it was indexed; "
                             "run `brainbot index` again")
     return lines
 
 
-def current_lines(doc: DocumentRow) -> tuple[list[str], bool]:
+def current_lines(store: Store, doc: DocumentRow) -> tuple[list[str], bool | None]:
     """The note's lines as they are on disk now, and whether they differ from the indexed
     ones (stale). Only an indexed document's own file is read; a note gone from disk (or
-    replaced by a symlink or something other than a file) is NotFoundError."""
-    from brainbot.notes.files import decode
+    replaced by a symlink or something other than a file) is NotFoundError. When its folder
+    is not on this machine, the lines the index holds, and None: nobody here can tell."""
+    from .freshness import read, root_present
 
-    try:
-        data, inside = _read_file(doc)
-    except OSError:
-        inside = False
-    else:
-        stale = hashlib.sha256(data).hexdigest() != doc.sha256
-        if inside or not stale:  # the indexed bytes themselves reveal nothing new
-            return decode(data)[0].split("\n"), stale
+    if not root_present(doc.root):
+        return indexed_lines(store, doc), None
+    found = read(doc.root, doc.path)
+    if found is not None:
+        stale = found.sha256 != doc.sha256
+        if found.inside or not stale:  # the indexed bytes themselves reveal nothing new
+            return found.text.split("\n"), stale
     raise NotFoundError(f"{doc.path} vanished from disk (or is no longer a note file inside "
                         "its folder) since it was indexed; run `brainbot index` again")
+
+
+def indexed_lines(store: Store, doc: DocumentRow) -> list[str]:
+    """The note's lines as the index holds them: each chunk's text at its lines. A line no
+    chunk holds (front matter, a run of blank lines) reads as empty, and the note ends with
+    its last chunk."""
+    text, line, pos = [], 1, 0
+    for c in sorted(store.document_chunks(doc.id), key=lambda c: (c.start_char, c.end_char)):
+        if c.start_char >= pos:  # a gap the chunks do not cover: keep the line numbers
+            text.append("\n" * max(0, c.start_line - line))
+            line, pos = max(line, c.start_line), c.start_char
+        new = c.text[pos - c.start_char:]
+        text.append(new)
+        line += new.count("\n")
+        pos = max(pos, c.start_char + len(c.text))
+    return "".join(text).split("\n") if text else []
 
 
 def parse_ref(ref: str) -> tuple[str, int | None, int | None]:
@@ -107,7 +98,7 @@ class Reading:
     (the lines are then the current file's, the chunk ids and hits the indexed one's)."""
 
     lines: list[tuple[int, str]]
-    stale: bool
+    stale: bool | None  # None: the note's folder is not on this machine; lines from the index
     path: str
     root: str
 
@@ -127,7 +118,7 @@ def get_lines(store: Store, ref: str, count: int | None = None) -> Reading:
                            Freshness().stale(row.document), row.path, row.root)
     path, start, in_ref = parse_ref(ref)
     doc = document(store, path)
-    lines, stale = current_lines(doc)
+    lines, stale = current_lines(store, doc)
     start = start or 1
     count = count if count is not None else in_ref
     if count is not None and count < 1:

@@ -232,7 +232,9 @@ class UnreadableNote(Exception):
 
 
 def decode(data: bytes) -> tuple[str, list[str]]:
-    """Bytes to text: UTF-8 (BOM dropped, bad bytes replaced), newlines normalised."""
+    """Bytes to text: UTF-8 (BOM dropped, bad bytes replaced), newlines normalised, NUL as
+    U+FFFD (Postgres text cannot hold it; one character for one, so both stores hold the
+    same text at the same offsets, and a citation of it verifies against the file on both)."""
     warnings = []
     try:
         text = data.decode("utf-8-sig")
@@ -241,6 +243,8 @@ def decode(data: bytes) -> tuple[str, list[str]]:
         warnings.append(f"invalid UTF-8 at byte {exc.start}; bad bytes replaced with U+FFFD")
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
     return text, warnings
 
 

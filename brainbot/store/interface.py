@@ -37,6 +37,7 @@ class DocState:
     sha256: str
     size: int
     mtime_ns: int
+    read_ns: int | None = None  # when it was read (None: before schema 5)
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class DocumentRow:
     warnings: tuple[str, ...] = ()
     date: str | None = None  # YYYY-MM-DD
     date_source: str | None = None  # front_matter | filename | mtime
+    read_ns: int | None = None  # when the indexer read it (None: before schema 5)
 
     @property
     def on_disk(self) -> bool:
@@ -94,6 +96,7 @@ class NewDocument:
     chunks: list[NewChunk] = field(default_factory=list)
     facts: object = None  # vault.NoteFacts: links, tags, date (None for dataset records)
     id: int | None = None  # None: the store assigns one; set by a copy to keep ids
+    read_ns: int | None = None  # time.time_ns() before the file was read
 
     def front_matter_json(self) -> str:
         return json.dumps(self.front_matter, ensure_ascii=False, default=str, sort_keys=True)
@@ -173,7 +176,7 @@ def now_iso() -> str:
 # writes, the other reads back the same way (a copy round-trips exactly).
 # The select lists that document_row and chunk_row read (the queries are store/reads.py's).
 DOC_COLUMNS = ("d.id, d.root, d.path, d.sha256, d.size, d.mtime_ns, d.title, d.kind, "
-               "d.warnings, d.date, d.date_source")
+               "d.warnings, d.date, d.date_source, d.read_ns")
 CHUNK_COLUMNS = ("c.id, c.chunk_id, c.heading_path, c.start_line, c.end_line, c.start_char, "
                  "c.end_char, c.source_text, " + DOC_COLUMNS
                  + ", EXISTS (SELECT 1 FROM embeddings e WHERE e.chunk = c.id)")
@@ -182,14 +185,14 @@ CHUNK_COLUMNS = ("c.id, c.chunk_id, c.heading_path, c.start_line, c.end_line, c.
 def document_row(r) -> DocumentRow:
     """A DocumentRow from a row selecting DOC_COLUMNS."""
     return DocumentRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6] or "", r[7],
-                       tuple(json.loads(r[8] or "[]")), r[9], r[10])
+                       tuple(json.loads(r[8] or "[]")), r[9], r[10], r[11])
 
 
 def chunk_row(r) -> ChunkRow:
     """A ChunkRow from a row selecting CHUNK_COLUMNS."""
-    doc = document_row(r[8:19])
+    doc = document_row(r[8:20])
     return ChunkRow(r[0], r[1], doc.path, doc.root, json.loads(r[2]), r[3], r[4], r[5], r[6],
-                    r[7], doc, bool(r[19]))
+                    r[7], doc, bool(r[20]))
 
 
 def chunk_record(r) -> dict:
@@ -203,9 +206,9 @@ def chunk_record(r) -> dict:
 
 def new_document(d, chunks: list[NewChunk], facts: NoteFacts | None = None) -> NewDocument:
     """A NewDocument from a documents row (id, root, path, sha256, size, mtime_ns, title,
-    front_matter, kind, warnings, ...)."""
+    front_matter, kind, warnings, date, date_source, read_ns)."""
     return NewDocument(d[1], d[2], d[3], d[4], d[5], d[6] or "", json.loads(d[7]), d[8],
-                       json.loads(d[9] or "[]"), chunks, facts, id=d[0])
+                       json.loads(d[9] or "[]"), chunks, facts, id=d[0], read_ns=d[12])
 
 
 def new_chunk(r, path: str, vector, terms: Counter) -> NewChunk:
@@ -270,20 +273,23 @@ class Store(Protocol):
     def __exit__(self, *exc) -> None: ...
     def meta(self) -> dict[str, str]: ...
     def generation(self) -> int: ...
+    def folder_roots(self) -> set[str] | None: ...  # roots indexed as folders
 
     # -- writing (only on a store opened with write=True: it holds the writer lock) ----
     def batch(self) -> AbstractContextManager: ...
     def record_identity(self, identity: IndexIdentity) -> None: ...
     def set_meta(self, key: str, value: str | None) -> None: ...
     def known_documents(self, root: str) -> dict[str, DocState]: ...
+    def refused_path(self, root: str, path: str) -> str | None: ...  # None: may be indexed
     def vectors_for(self, text_hashes: Sequence[str]) -> dict[str, np.ndarray]: ...
-    def touch_documents(self, updates: Sequence[tuple[int, int, int]]) -> None: ...
+    def touch_documents(self, updates: Sequence[tuple[int, int, int, int | None]]) -> None: ...
     def delete_documents(self, doc_ids: Sequence[int]) -> None: ...
     def add_document(self, doc: NewDocument) -> int: ...
     # the semantic phase: chunks written without a vector, and their vectors
     def unembedded_chunks(self, after: int, limit: int) -> list[tuple[int, str, str]]: ...
     def add_vectors(self, rows: Sequence[tuple[int, str, np.ndarray]]) -> None: ...
     def bulk_load(self) -> AbstractContextManager: ...  # around a load into an empty index
+    def add_folder_roots(self, roots: Sequence[str]) -> None: ...  # after a run
 
     # -- the legs: (chunk ids int64, scores float32), best first, -1 / -inf padded ------
     def bm25_topk(self, terms: Counter, n: int, flt: Filter | None = None): ...
@@ -293,6 +299,7 @@ class Store(Protocol):
     # -- reading back ------------------------------------------------------------------
     def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]: ...
     def chunk_by_public_id(self, chunk_id: str) -> ChunkRow | None: ...
+    def document_chunks(self, document_id: int) -> list[ChunkRow]: ...  # in text order
     def document(self, path: str) -> DocumentRow | None: ...
     def documents_at(self, path: str) -> list[DocumentRow]: ...  # one per root holding it
     def documents(self) -> list[DocumentRow]: ...

@@ -33,6 +33,7 @@ from contextlib import AbstractContextManager
 
 import numpy as np
 
+from .identity import new_index_id
 from .interface import (
     CHUNK_COLUMNS,
     DOC_COLUMNS,
@@ -59,7 +60,8 @@ _LINK_SELECT = ("SELECT s.path, l.line, l.kind, l.target, l.target_heading, l.al
                 "JOIN chunks c ON c.id = l.source_chunk "
                 "LEFT JOIN documents t ON t.id = l.target_document")
 _EXPORT_DOCS = ("SELECT id, root, path, sha256, size, mtime_ns, title, front_matter, kind, "
-                "warnings, date, date_source FROM documents WHERE id > ? ORDER BY id LIMIT ?")
+                "warnings, date, date_source, read_ns FROM documents WHERE id > ? ORDER BY id "
+                "LIMIT ?")
 # the columns interface.new_chunk reads, in its order, and the vector (or NULL) at 16
 _EXPORT_CHUNKS = ("SELECT c.id, c.document_id, c.chunk_id, c.chunk_index, c.heading_path, "
                   "c.source_text, c.retrieval_text, c.start_line, c.end_line, c.start_char, "
@@ -129,6 +131,42 @@ class SharedReads:
         rows = self._sql("SELECT value FROM meta WHERE key = 'generation'")
         return int(rows[0][0]) if rows else 0
 
+    def _first_meta(self) -> dict[str, str]:
+        """What a writer adds to meta when the index has none yet (at creation, or the
+        first writer of an index from before them): its ``index_id``, and which roots were
+        indexed as folders, for an older index the old guess: roots of more than one note."""
+        meta, out = self.meta(), {}
+        if "index_id" not in meta:
+            out["index_id"] = new_index_id()
+        if "folder_roots" not in meta:
+            out["folder_roots"] = json.dumps(sorted(r[0] for r in self._sql(
+                "SELECT root FROM documents WHERE kind = 'note' GROUP BY root "
+                "HAVING count(*) > 1")), ensure_ascii=False)
+        return out
+
+    def refused_path(self, root: str, path: str) -> str | None:
+        """Why a note at ``path`` under ``root`` cannot be indexed in this store (None: it
+        can). SQLite holds any path; Postgres refuses what its btree cannot."""
+        return None
+
+    def folder_roots(self) -> set[str] | None:
+        """The roots indexed as folders (meta ``folder_roots``), not as single files: only
+        they count notes not yet indexed as new. None for an index from before they were
+        recorded."""
+        raw = self.meta().get("folder_roots")
+        return None if raw is None else set(json.loads(raw))
+
+    def add_folder_roots(self, roots: Sequence[str]) -> None:
+        """Record ``roots`` as indexed as folders (a writer, after a run), with the others
+        that still hold documents; written only when that changes."""
+        recorded = self.folder_roots()
+        held = {r[0] for r in self._sql("SELECT DISTINCT root FROM documents "
+                                        "WHERE kind = 'note'")}
+        wanted = {r for r in recorded or () if r in held} | set(roots)
+        if wanted != recorded:
+            with self.batch():
+                self.set_meta("folder_roots", json.dumps(sorted(wanted), ensure_ascii=False))
+
     def counts(self) -> dict[str, int]:
         return {table: int(self._sql(f"SELECT count(*) FROM {table}")[0][0])
                 for table in TABLES}
@@ -138,8 +176,8 @@ class SharedReads:
         return dict(self._sql_in("SELECT term, df FROM terms WHERE term {in}", terms))
 
     def known_documents(self, root: str) -> dict[str, DocState]:
-        return {path: DocState(i, sha, size, mtime) for i, path, sha, size, mtime in
-                self._sql("SELECT id, path, sha256, size, mtime_ns FROM documents "
+        return {path: DocState(i, sha, size, mtime, read) for i, path, sha, size, mtime, read in
+                self._sql("SELECT id, path, sha256, size, mtime_ns, read_ns FROM documents "
                           "WHERE root = ?", (root,))}
 
     def unembedded_chunks(self, after: int, limit: int) -> list[tuple[int, str, str]]:
@@ -155,6 +193,11 @@ class SharedReads:
         return {r[0]: chunk_row(r) for r in self._sql_in(
             f"SELECT {CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id "
             "WHERE c.id {in}", [int(i) for i in ids])}
+
+    def document_chunks(self, document_id: int) -> list[ChunkRow]:
+        return [chunk_row(r) for r in self._sql(
+            f"SELECT {CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id "
+            "WHERE c.document_id = ? ORDER BY c.start_char, c.id", (document_id,))]
 
     def chunk_by_public_id(self, chunk_id: str) -> ChunkRow | None:
         rows = self._sql(

@@ -15,6 +15,7 @@ This module does not embed, store or rank anything.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,7 @@ class Document:
     mtime_ns: int
     warnings: tuple[str, ...] = ()
     kind: str = "note"  # "note" | "record"
+    read_ns: int | None = None  # time.time_ns() just before the file was read
 
     @property
     def on_disk(self) -> bool:
@@ -86,9 +88,10 @@ def roots(paths: Iterable[str | Path]) -> Iterator[Root]:
 
 def read(note: notes.NoteFile) -> Document:
     """Read, hash and decode a found note; raises notes.UnreadableNote."""
+    read_ns = time.time_ns()  # before the read: index/freshness.racy errs towards re-reading
     text = notes.read_note(note.path)
     return Document(note.root.as_posix(), note.relpath, text.text, text.sha256, note.size,
-                    note.mtime_ns, text.warnings)
+                    note.mtime_ns, text.warnings, read_ns=read_ns)
 
 
 def record(root: str, relpath: str, text: str) -> Document:

@@ -25,9 +25,9 @@ import numpy as np
 from brainbot.store.interface import NewDocument, fact_rows
 
 _DOC_COLS = ("id", "root", "path", "sha256", "size", "mtime_ns", "title", "front_matter",
-             "indexed_at", "warnings", "kind", "date", "date_source")
+             "indexed_at", "warnings", "kind", "date", "date_source", "read_ns")
 _DOC_TYPES = ["int8", "text", "text", "text", "int8", "int8", "text", "text", "text", "text",
-              "text", "text", "text"]
+              "text", "text", "text", "int8"]
 _CHUNK_COLS = ("id", "chunk_id", "document_id", "chunk_index", "heading_path", "source_text",
                "retrieval_text", "start_line", "end_line", "start_char", "end_char",
                "source_tokens", "retrieval_tokens", "text_sha256", "lexical_length",
@@ -68,7 +68,8 @@ class Pending:
         self.docs.append((doc_id, doc.root, doc.path, doc.sha256, doc.size, doc.mtime_ns,
                           _text(doc.title), _text(doc.front_matter_json()), indexed_at,
                           json.dumps(doc.warnings, ensure_ascii=False), doc.kind,
-                          facts.date if facts else None, facts.date_source if facts else None))
+                          facts.date if facts else None, facts.date_source if facts else None,
+                          doc.read_ns))
         ids = [c.id for c in doc.chunks]
         if any(i is None for i in ids) and doc.chunks:
             fresh = iter(r[0] for r in conn.execute(

@@ -32,6 +32,7 @@ from brainbot.errors import (
     StoreBusyError,
     StoreError,
 )
+from brainbot.store.identity import stamp
 
 # Readers wait this long for a writer's commit instead of failing with "database is
 # locked"; WAL keeps readers and the single writer out of each other's way otherwise.
@@ -148,10 +149,18 @@ _M004_VAULT = """
         INSERT OR REPLACE INTO meta(key, value) VALUES ('vault_refresh', '1');
 """
 
+# Issue 20 (M10): when the indexer read each file, so that a file modified within the
+# filesystem's mtime granularity of being read is re-hashed rather than trusted by its
+# stat (index/freshness.racy). NULL for a file last read before this migration.
+_M005_READ_TIME = """
+        ALTER TABLE documents ADD COLUMN read_ns INTEGER;  -- time.time_ns() before the read
+"""
+
 # Numbered migrations: MIGRATIONS[i] is the SQL that brings a file from version i to
 # i + 1. Each runs in one transaction together with its user_version bump. Numbers are
 # given in the order migrations land, and the Postgres store mirrors them.
-MIGRATIONS = [_M001_INITIAL, _M002_WARNINGS_AND_KIND, _M003_GENERATION, _M004_VAULT]
+MIGRATIONS = [_M001_INITIAL, _M002_WARNINGS_AND_KIND, _M003_GENERATION, _M004_VAULT,
+              _M005_READ_TIME]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -317,6 +326,27 @@ def read_meta(db: sqlite3.Connection) -> dict[str, str]:
         return dict(db.execute("SELECT key, value FROM meta").fetchall())
     except sqlite3.OperationalError:
         return {}
+
+
+def whereabouts(path: Path) -> tuple[tuple | None, tuple | None]:
+    """(the file's (st_dev, st_ino), its (index_id, generation)), read without writing
+    anything; (None, None) when there is no file, and no stamp when it records no
+    index_id."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None, None
+    place = ("file", st.st_dev, st.st_ino)
+    try:
+        db = connect(path, readonly=True)  # as any reader opens it: nothing is written
+    except StoreError:  # a folder, an unreadable file: no index_id to compare
+        return place, None
+    try:
+        return place, stamp(read_meta(db))
+    except sqlite3.Error:  # not a database: no index_id
+        return place, None
+    finally:
+        db.close()
 
 
 def load_extension_vec(db: sqlite3.Connection) -> bool:
