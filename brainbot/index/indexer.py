@@ -10,7 +10,8 @@ run between two batches. A partly embedded index is a normal state: search says 
 Incremental: a file whose size and mtime match the stored row is skipped unread; one
 whose bytes hash the same is only touched. A changed file is re-chunked, and any chunk
 whose retrieval text already has a vector (in this file, another file, or a renamed one)
-reuses it, so only new text reaches the embedder. Files that disappeared leave with their
+reuses it, so only new text reaches the embedder; `--rebuild` keeps the old file's vectors
+for that too, when the same model and embedder made them (``store/sqlite/salvage``). Files that disappeared leave with their
 chunks, vectors and postings.
 
 Resumable: work is written one batch per transaction, so a killed run keeps every
@@ -32,11 +33,13 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from brainbot.errors import IndexStopped
 from brainbot.notes import files as notes
 from brainbot.notes import language
 from brainbot.store.interface import NewChunk, NewDocument
-from brainbot.store.target import open_store
+from brainbot.store.target import is_url, open_store
 from brainbot.text import documents, lexical
 from brainbot.text.documents import Chunked, Document
 
@@ -164,10 +167,12 @@ class Indexer:
         self.store = None
         self.refreshing = False  # an index from before links and tags: fill them for all
         self.dirty = False  # something was written: links may point elsewhere now
+        self._salvaged: dict[str, bytes] = {}  # --rebuild: the old file's vectors by hash
         self.stop = stop  # a threading.Event: set, the run ends before its next transaction
 
     # -- lifecycle -------------------------------------------------------------------
     def __enter__(self) -> Indexer:
+        self._salvaged = self._salvage() if self.rebuild else {}
         self.store = open_store(self.db_path, write=True, identity=self.identity,
                                 rebuild=self.rebuild)
         try:
@@ -189,6 +194,14 @@ class Indexer:
         except Exception:  # noqa: BLE001
             if exc_type is None:  # else the error in flight is the one to report
                 raise
+
+    def _salvage(self) -> dict[str, bytes]:
+        """The vectors of the SQLite file a rebuild is about to empty, by text hash, when
+        the same model and embedder made them: a rebuild for another chunker or analyzer
+        then embeds only text it has not seen."""
+        from brainbot.store.sqlite.salvage import reusable_vectors
+
+        return {} if is_url(self.db_path) else reusable_vectors(self.db_path, self.identity)
 
     def _release(self) -> None:
         """Close the store: the writer lock is free while the model runs."""
@@ -260,6 +273,7 @@ class Indexer:
                 self.store.resolve_links()
             self.dirty = False
         self.stats.lexical_seconds = time.perf_counter() - self.started
+        self._salvaged = {}  # every chunk is written: the old vectors are done with
         if self.embed:
             self.embed_missing()
         counts = self.store.counts()
@@ -415,8 +429,11 @@ class Indexer:
         self.dirty = True
 
     def _write(self, pending: _Pending, known: dict) -> None:
-        vectors = self.store.vectors_for([_sha256_text(c.retrieval_text)
-                                          for item in pending.batch for c in item.chunks])
+        hashes = [_sha256_text(c.retrieval_text) for item in pending.batch for c in item.chunks]
+        vectors = self.store.vectors_for(hashes)
+        for h in hashes:  # --rebuild: the old file's vector of the same text
+            if h not in vectors and h in self._salvaged:
+                vectors[h] = np.frombuffer(self._salvaged[h], dtype="<f4")
         with self.store.batch():
             if pending.touched:
                 self.store.touch_documents(pending.touched)
