@@ -169,6 +169,40 @@ def _parallel_rows(sp: dict | None) -> list[str]:
             "", f"Stages of one serial pass over the big vault: {stages}."]
 
 
+def first_run_section() -> str:
+    f = _load("first_run.json")
+    if not f:
+        return ""
+    rows = []
+    for v in f["vaults"]:
+        embedded = (f"{v['fully_embedded_s']}" if v.get("embed") else
+                    f"not run (projected {v['projected_embed_s']:,.0f})"
+                    if v.get("projected_embed_s") else "not run")
+        rows.append([v["vault"], v["files"], v["megabytes"], f"{v['chunks']:,}",
+                     v["to_last_bm25_hit_s"], embedded, v.get("embedder_alone_s", ""),
+                     f"{v['semantic_vs_alone']}×" if v.get("embed") else "",
+                     f"{v['index_vs_alone']}×" if v.get("embed") else "",
+                     max(r["index_load"] for r in v["rounds"])])
+    stage_rows = [[v["vault"], *(v["stages_seconds"].get(k, "") for k in (
+        "discover", "read", "chunk", "write", "links")), v["to_lexical_end_s"]]
+        for v in f["vaults"]]
+    return "\n".join([
+        "### First run",
+        "`python benchmarks/bench_first_run.py --big --min-idle 0.5` — a fresh `brainbot "
+        "index` as one process: seconds until the note written last is a BM25 hit (lexical "
+        "phase done, plus a cold `brainbot query --mode bm25` that finds it), until every "
+        "chunk is embedded, and the embedder alone on the same distinct texts (model load "
+        "included). Ratios: semantic phase / embedder alone (target ≤ 1.05×) and whole "
+        f"index / embedder alone. {f['machine']['cpu']}, shared with other jobs: the load "
+        "average at the start of each index is shown, and every figure is under that load.",
+        "", _table(["vault", "files", "MB", "chunks", "to last BM25 hit s", "fully embedded s",
+                    "embedder alone s", "semantic / alone", "index / alone", "load"], rows),
+        "", "The lexical phase by stage (seconds in the indexing process; chunk = the wait "
+        "for the chunking workers, reading excluded):", "",
+        _table(["vault", "discover", "read", "chunk", "write", "links", "to lexical end"],
+               stage_rows)])
+
+
 def search_section() -> str:
     s = _load("search.json")
     if not s or not s.get("markdown"):
@@ -349,8 +383,8 @@ def related_section() -> str:
 def build() -> str:
     parts = [p for p in (eval_section(), cjk_section(), search_section(), embed_section(),
                          static_int8_section(),
-                         chunking_section(), index_section(), coldstart_section(),
-                         serve_section(), related_section()) if p]
+                         chunking_section(), first_run_section(), index_section(),
+                         coldstart_section(), serve_section(), related_section()) if p]
     return "## Results\n\nMachine: 2-core AMD EPYC VM, 24 GB, shared and noisy; every " \
            "figure is from one run of the command named, anchors side by side.\n\n" + \
            "\n\n".join(parts)

@@ -39,7 +39,9 @@ def _warn(text: str) -> None:
 # -- commands -------------------------------------------------------------------------
 def cmd_index(args) -> int:
     from brainbot.index.freshness import missing_root_line, missing_roots
-    from brainbot.index.indexer import Indexer, progress_printer
+    from brainbot.index.indexer import Indexer
+
+    from .cli_progress import progress_printer
 
     if not args.paths and not args.prune:
         raise InputError("give the folders or files to index (or --prune alone)")
@@ -328,9 +330,15 @@ def cmd_eval(args) -> int:
 def cmd_ask(args) -> int:
     from brainbot.ask.agent import ask
     from brainbot.ask.terminal import format_answer
+    from brainbot.search.searcher import Searcher
 
-    answer = ask(args.text, db=args.db, k=args.k, model=args.model,
-                 show_context=args.show_context, stream=sys.stdout.isatty() and not args.json)
+    with Searcher(args.db) as searcher:
+        answer = ask(args.text, db=args.db, k=args.k, model=args.model, searcher=searcher,
+                     show_context=args.show_context,
+                     stream=sys.stdout.isatty() and not args.json)
+        note = searcher.partial_note("hybrid")
+    if note:
+        print(note, file=sys.stderr)  # as query does; never in --json stdout
     if args.show_context:
         _emit_json(answer)
         return 0
@@ -355,12 +363,16 @@ def cmd_watch(args) -> int:
     def report(p) -> None:
         if args.json:
             print(_json_line({"root": p.root, "paths": p.paths, "error": p.error,
-                              "missing_notes_kept": p.kept, "seconds": round(p.seconds, 3), **p.stats.to_dict()}),
+                              "missing_notes_kept": p.kept, "seconds": round(p.seconds, 3), **p.stats.to_dict(),
+                              "phase": "lexical"}),
                   flush=True)
         else:
             print(printable(p.line()), flush=True)
 
-    Watcher(args.paths, args.db, stop=stop, on_pass=report).run()
+    def report_embed(e) -> None:  # the background semantic phase
+        print(_json_line(e.to_dict()) if args.json else printable(e.line()), flush=True)
+
+    Watcher(args.paths, args.db, stop=stop, on_pass=report, on_embed=report_embed).run()
     return 0
 
 

@@ -27,7 +27,7 @@ def same_hits(a: list, b: list, why=None) -> None:
 
 
 # meta keys that count commits or cache sums, not content
-VOLATILE_META = {"generation", "chunk_count", "length_sum"}
+VOLATILE_META = {"generation", "chunk_count", "length_sum", "index_id"}  # index_id: each index its own
 
 
 def store_snapshot(target) -> dict:

@@ -21,22 +21,37 @@ DIM_BYTES = 384 * 4
 #        insert  document inserted (inside its batch's transaction, before COMMIT)
 #        delete  document deleted (removal phase, or an updated note's old version)
 #        commit  committed transaction (the identity write counts when there is one)
+#        the semantic phase's points (its batches: BB_TEST_EMBED_BATCH):
+#        vectors  semantic batch written (inside its transaction, before COMMIT)
+#        vectors-commit  semantic batch committed (between two batches, lock held)
+#        model    writer lock released for the model (between batches, no transaction)
+#   BB_TEST_EMBED_BATCH=n  chunks per semantic batch (indexer.EMBED_CHUNKS, and the
+#                          watch's background BACKGROUND_EMBED_CHUNKS)
+#   BB_TEST_HOLD_EMBED=k:PATH  the semantic phase runs k batches, then, each time it has
+#        released the lock for the model, writes PATH.held and waits until PATH exists or
+#        the run is stopped (a server's semantic phase held mid-way, without timing)
 #   BB_TEST_PAUSE=s        sleep s seconds after each commit (stretches a run)
 #   BB_TEST_ANNOUNCE=1     print "bb-test: begin" on stderr before each write transaction
-HARNESS = r'''
+HOOKS = r'''
 import os, signal, sys, time
 from contextlib import contextmanager
 
 import brainbot.index.indexer as ix
+import brainbot.serve.background as background
 from brainbot.store.sqlite import file as store
 from brainbot.store.sqlite.store import SQLiteStore
 
 if os.environ.get("BB_TEST_BATCH"):
     ix.BATCH_CHUNKS = int(os.environ["BB_TEST_BATCH"])
+if os.environ.get("BB_TEST_EMBED_BATCH"):
+    ix.EMBED_CHUNKS = background.BACKGROUND_EMBED_CHUNKS = int(os.environ["BB_TEST_EMBED_BATCH"])
 where, _, n = os.environ.get("BB_TEST_KILL_AT", "").partition(":")
+hold_after, _, hold_path = os.environ.get("BB_TEST_HOLD_EMBED", "").partition(":")
 pause = float(os.environ.get("BB_TEST_PAUSE", "0"))
 announce = bool(os.environ.get("BB_TEST_ANNOUNCE"))
-seen = {"insert": 0, "delete": 0, "commit": 0}
+seen = {"insert": 0, "delete": 0, "commit": 0, "vectors": 0, "vectors-commit": 0,
+        "model": 0}
+in_tx = {"vectors": False}
 
 def tick(kind):
     seen[kind] += 1
@@ -57,18 +72,39 @@ def _delete(self, ids):
         tick("delete")
 SQLiteStore.delete_documents = _delete
 
+add_vectors = SQLiteStore.add_vectors
+def _add_vectors(self, rows):
+    add_vectors(self, rows)
+    in_tx["vectors"] = True
+    tick("vectors")
+SQLiteStore.add_vectors = _add_vectors
+
+release = ix.Indexer._release
+def _release(self):
+    release(self)
+    tick("model")
+    if hold_path and seen["model"] > int(hold_after):
+        open(hold_path + ".held", "w").close()
+        while not os.path.exists(hold_path) and not (self.stop and self.stop.is_set()):
+            time.sleep(0.05)
+ix.Indexer._release = _release
+
 transaction = store.transaction
 @contextmanager
 def _transaction(db, **kwargs):
     if announce:
         print("bb-test: begin", file=sys.stderr, flush=True)
+    in_tx["vectors"] = False
     with transaction(db, **kwargs):
         yield
     tick("commit")
+    if in_tx["vectors"]:
+        tick("vectors-commit")
     if pause:
         time.sleep(pause)
 store.transaction = _transaction
-
+'''
+HARNESS = HOOKS + r'''
 from brainbot.cli import main
 sys.exit(main(sys.argv[1:]))
 '''
@@ -78,6 +114,16 @@ def write_harness(folder: Path) -> Path:
     path = folder / "harness.py"
     path.write_text(HARNESS, encoding="utf-8")
     return path
+
+
+def hooked_env(folder: Path, **hooks: str) -> dict[str, str]:
+    """Environment variables that give every Python process started with them (a server
+    spawned by the official MCP client, a `brainbot serve`) the harness's hooks, through
+    a sitecustomize.py in ``folder``; ``hooks``: the BB_TEST_* settings."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sitecustomize.py").write_text(HOOKS, encoding="utf-8")
+    path = os.pathsep.join(filter(None, [str(folder), str(REPO), os.environ.get("PYTHONPATH")]))
+    return {"PYTHONPATH": path, **hooks}
 
 
 def cli_env(**extra: str) -> dict[str, str]:
@@ -140,9 +186,10 @@ def snapshot(db_path: Path) -> dict:
                 "SELECT t.term, c.chunk_id, p.tf FROM postings p JOIN terms t ON t.id = p.term "
                 "JOIN chunks c ON c.id = p.chunk ORDER BY 1, 2").fetchall(),
             "df": db.execute("SELECT term, df FROM terms WHERE df > 0 ORDER BY term").fetchall(),
-            # generation counts commits, so a resumed run's differs from a clean one's
-            "meta": db.execute("SELECT key, value FROM meta WHERE key != 'generation' "
-                               "ORDER BY key").fetchall(),
+            # generation counts commits, so a resumed run's differs from a clean one's;
+            # every index has an index_id of its own
+            "meta": db.execute("SELECT key, value FROM meta WHERE key NOT IN "
+                               "('generation', 'index_id') ORDER BY key").fetchall(),
         }
     finally:
         db.close()

@@ -131,14 +131,17 @@ class Lab:
             os.utime(path, ns=(mtime, mtime))
 
     def index(self, db: Path, *, batch: int | None = None, kill_at: str | None = None,
-              pause: float = 0.0) -> subprocess.Popen:
+              pause: float = 0.0, embed_batch: int | None = None,
+              command: str = "index") -> subprocess.Popen:
         env = cli_env(BB_TEST_PAUSE=str(pause))
         if batch:
             env["BB_TEST_BATCH"] = str(batch)
+        if embed_batch:
+            env["BB_TEST_EMBED_BATCH"] = str(embed_batch)
         if kill_at:
             env["BB_TEST_KILL_AT"] = kill_at
         return subprocess.Popen(
-            [sys.executable, str(self.harness), "index", str(self.root), "--db", str(db)],
+            [sys.executable, str(self.harness), command, str(self.root), "--db", str(db)],
             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def complete(self, db: Path, **kwargs) -> float:
@@ -161,7 +164,8 @@ class Lab:
 
     def kill_and_resume(self, label: str, want: dict, *, start: Path | None = None,
                         after: float | None = None, kill_at: str | None = None,
-                        batch: int | None = None) -> dict:
+                        batch: int | None = None, embed_batch: int | None = None,
+                        command: str = "index") -> dict:
         """One trial: a run killed at a moment, checked, then completed and compared."""
         db = self.work / "trial.db"
         if start is not None:
@@ -170,7 +174,8 @@ class Lab:
             for f in db_files(db):
                 f.unlink()
         before = check_consistent(db, complete=False)
-        proc = self.index(db, batch=batch, kill_at=kill_at)
+        proc = self.index(db, batch=batch, kill_at=kill_at, embed_batch=embed_batch,
+                          command=command)
         if after is not None:
             try:
                 proc.wait(timeout=after)
@@ -181,15 +186,34 @@ class Lab:
         if kill_at is not None:  # the hook must have fired, or the trial proved nothing
             assert proc.returncode == -signal.SIGKILL, f"{kill_at} was never reached"
         after_kill = check_consistent(db, complete=False)
+        vectors = _vector_count(db)
         self.complete(db)
         check_consistent(db)
         assert snapshot(db) == want, f"{label}: resumed index differs from a clean one"
         record = {"label": label, "moment": kill_at or f"{after:.2f}s", "batch": batch,
                   "landed": "mid-run" if proc.returncode else "after completion",
                   "documents_written_before_kill": len(after_kill - before),
-                  "documents_removed_before_kill": len(before - after_kill)}
+                  "documents_removed_before_kill": len(before - after_kill),
+                  "vectors_before_kill": vectors}
         self.kills.append(record)
         return record
+
+
+def _vector_count(db: Path) -> int:
+    """The vectors a killed run left, read from a copy (the next run must find the WAL
+    hot, as the kill left it)."""
+    if not db.exists():
+        return 0
+    probe = copy_db(db, db.with_name(db.name + ".count"))
+    conn = connect(probe)
+    try:
+        return conn.execute("SELECT count(*) FROM embeddings").fetchone()[0]
+    except sqlean.OperationalError:  # killed before the schema was written
+        return 0
+    finally:
+        conn.close()
+        for f in db_files(probe):
+            f.unlink()
 
 
 def _edited(state: dict[str, tuple[bytes, int]], spare: list[tuple[str, bytes]]):
@@ -314,6 +338,28 @@ def test_sigkill_during_reindex_after_edits(lab):
 
 @pytest.mark.slow
 @pytest.mark.corpus
+def test_sigkill_in_the_semantic_phase(lab):
+    """Kills in the semantic phase, 16 chunks a batch: inside the second batch's write
+    (before its COMMIT), right after it committed (the lock held, between batches), and
+    while the model runs for the third (the lock released, no transaction open); then
+    `brainbot watch`, whose semantic phase runs in the background, inside its second
+    batch's write. Each leaves every note written and exactly the committed batches'
+    vectors, a DB check_consistent(complete=False) accepts; the next `brainbot index`
+    embeds the rest and equals a clean index, bit for bit."""
+    need_dwarves(lab)
+    _, _, want = lab.clean(1)
+    notes, chunks = len(want["documents"]), len(want["chunks"])
+    assert chunks > 3 * 16, "the lab needs more than three semantic batches"
+    for hook, committed, command in (("vectors:2", 16, "index"),
+                                     ("vectors-commit:2", 32, "index"),
+                                     ("model:3", 32, "index"),
+                                     ("vectors:2", 16, "watch")):
+        record = lab.kill_and_resume("semantic phase", want, kill_at=hook, embed_batch=16,
+                                     command=command)
+        assert record["documents_written_before_kill"] == notes, record
+        assert record["vectors_before_kill"] == committed, record
+
+
 def test_sigkill_during_removal_phase(lab):
     """4 kills while two thirds of the notes are removed: after the first, a middle and
     the last deletion (all inside the one removal transaction) and right after it commits."""

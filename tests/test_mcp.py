@@ -370,8 +370,10 @@ def test_ask_is_open_world_when_a_key_may_send_notes_out(served, tmp_path):
     offline = session(db, body, env=server_env(HOME=str(home)))
     keyed = session(db, body, env=server_env(HOME=str(home), ANTHROPIC_API_KEY="sk-ant-test",
                                              ANTHROPIC_BASE_URL="http://127.0.0.1:9"))
-    assert offline == {"search": False, "get": False, "status": False, "ask": False}
-    assert keyed == {"search": False, "get": False, "status": False, "ask": True}
+    assert offline == {"search": False, "get": False, "status": False, "ask": False,
+                       "related": False}
+    assert keyed == {"search": False, "get": False, "status": False, "ask": True,
+                     "related": False}
 
 
 def test_filter_arguments_through_the_server(tmp_path, shared_embedder):

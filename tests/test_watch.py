@@ -61,6 +61,8 @@ class Running:
     def __enter__(self):
         self.thread.start()
         wait_until(lambda: self.reports, "the first pass")
+        # and its semantic phase, in the background: the watcher is idle then
+        wait_until(self.watcher.settled.is_set, "every chunk embedded")
         time.sleep(0.3)  # armed before that pass began; let it settle
         return self
 
@@ -331,7 +333,10 @@ def test_watch_writes_an_int8_index(tmp_path, vault):
         note.write_text(note.read_text() + "\nThe kiwi harvest slipped to April.\n")
         edit = json.loads(next_line(proc.stdout))
         assert edit["error"] is None and edit["paths"] == ["alpha.md"], edit
-        assert edit["updated"] == 1 and edit["embedded"] >= 1
+        assert edit["updated"] == 1 and edit["phase"] == "lexical"
+        semantic = json.loads(next_line(proc.stdout))  # the edit's vectors, in the background
+        assert semantic["phase"] == "semantic" and semantic["error"] is None, semantic
+        assert semantic["embedded"] >= 1 and semantic["vectors"] == semantic["chunks"]
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=15)

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, fields
 
 from brainbot.errors import InputError, StoreError
 from brainbot.store.identity import IndexIdentity
-from brainbot.store.target import open_store
+from brainbot.store.target import open_store, public_target, whereabouts
 
 # Chunks a write transaction: more than the indexer's 64 (nothing is embedded here, so a
 # batch costs only its rows), few enough that a kill loses little.
@@ -54,10 +54,27 @@ def identity_of(meta: dict[str, str], target: str) -> IndexIdentity:
     return IndexIdentity(**{**values, "dimension": int(values["dimension"])})
 
 
+def refuse_same_index(source, target) -> None:
+    """InputError when ``source`` and ``target`` are one index under two spellings
+    (``n.db`` and ``./n.db``, a symlink or a hard link, two URLs of one database),
+    found by where each lives and by its index_id and generation, before anything is
+    opened for writing (a --replace would empty the source before reading it)."""
+    where_from, stamp_from = whereabouts(source)
+    where_to, stamp_to = whereabouts(target)
+    named = f"--from {public_target(source)} and --to {public_target(target)}"
+    if str(source) == str(target) or (where_from is not None and where_from == where_to):
+        raise InputError(f"{named} name the same index")
+    # one index_id and generation: the same index reached another way, or a byte copy
+    # of it that nothing has written to since (a copy would change nothing). An older
+    # backup of an index differs in generation, so it may be copied back.
+    if stamp_from is not None and stamp_from == stamp_to:
+        raise InputError(f"{named} name the same index (index_id {stamp_from[0]}, "
+                         f"generation {stamp_from[1]})")
+
+
 def copy_index(source, target, *, replace: bool = False) -> CopyStats:
     """Copy the index at ``source`` to ``target`` (paths or postgresql:// URLs)."""
-    if str(source) == str(target):
-        raise InputError("--from and --to name the same index")
+    refuse_same_index(source, target)
     with open_store(source) as src:
         ident = identity_of(src.meta(), src.target)
         # writer mode checks every identity field against a target that records one
@@ -75,8 +92,10 @@ def copy_index(source, target, *, replace: bool = False) -> CopyStats:
                 # links travel as written; which document each names is the target's to
                 # work out (it holds the same notes, so it finds the same ones)
                 dst.resolve_links()
-                # a source not yet re-read after migration 4 passes that on
-                dst.set_meta("vault_refresh", src.meta().get("vault_refresh"))
+                # a source not yet re-read after migration 4 passes that on, and which
+                # roots were indexed as folders
+                for key in ("vault_refresh", "folder_roots"):
+                    dst.set_meta(key, src.meta().get(key))
     return stats
 
 

@@ -186,6 +186,7 @@ def vault_changes(store: Store) -> dict[str, list[str]]:
     from brainbot.notes.files import discover
 
     changed, missing, new = [], [], []
+    folders = store.folder_roots()  # None: an index from before they were recorded
     roots: dict[str, dict[str, DocumentRow]] = {}
     for doc in store.documents():
         if doc.on_disk:
@@ -203,7 +204,8 @@ def vault_changes(store: Store) -> dict[str, list[str]]:
             elif not stat_vouches(doc, f.size, f.mtime_ns) and _sha256(str(f.path)) != doc.sha256:
                 changed.append(path)  # racily clean: only its bytes can tell
         # a single indexed file's folder holds unrelated notes: only folders count new ones
-        new.extend(p for p in found if p not in docs and len(docs) > 1)
+        if root in folders if folders is not None else len(docs) > 1:
+            new.extend(p for p in found if p not in docs)
     return {"changed": sorted(changed), "missing": sorted(missing), "new": sorted(new)}
 
 

@@ -10,7 +10,8 @@ run between two batches. A partly embedded index is a normal state: search says 
 Incremental: a file whose size and mtime match the stored row is skipped unread; one
 whose bytes hash the same is only touched. A changed file is re-chunked, and any chunk
 whose retrieval text already has a vector (in this file, another file, or a renamed one)
-reuses it, so only new text reaches the embedder. Files that disappeared leave with their
+reuses it, so only new text reaches the embedder; `--rebuild` keeps the old file's vectors
+for that too, when the same model and embedder made them (``store/sqlite/salvage``). Files that disappeared leave with their
 chunks, vectors and postings.
 
 Resumable: work is written one batch per transaction, so a killed run keeps every
@@ -26,17 +27,19 @@ indexes into SQLite and Postgres alike. It does not rank or answer anything.
 from __future__ import annotations
 
 import hashlib
-import sys
 import time
 from collections.abc import Callable, Iterable
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from brainbot.errors import IndexStopped
 from brainbot.notes import files as notes
 from brainbot.notes import language
 from brainbot.store.interface import NewChunk, NewDocument
-from brainbot.store.target import open_store
+from brainbot.store.target import is_url, open_store
 from brainbot.text import documents, lexical
 from brainbot.text.documents import Chunked, Document
 
@@ -49,6 +52,7 @@ BATCH_CHUNKS = 64
 # About 8 s of the model on 2 cores; a kill loses at most that.
 EMBED_CHUNKS = 256
 LOCK_RETRY_SECONDS = 0.25  # the semantic phase waits this long between takes of a busy lock
+STAGES = ("discover", "read", "chunk", "write", "links")
 
 
 class _Pending:
@@ -88,6 +92,9 @@ class IndexStats:
     warnings: list[notes.Problem] = field(default_factory=list)
     non_english: float = 0.0  # share of the index's chunks that do not read as English
     language_note: str | None = None  # said once, when that share is high
+    # Seconds of the lexical phase by stage, in this process: discover, read, chunk (the
+    # wait for the chunking workers, reading excluded), write, links.
+    stages: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
 
     def summary(self) -> str:
         return (f"{self.new:,} new, {self.updated:,} updated, {self.unchanged:,} unchanged, "
@@ -110,7 +117,17 @@ class IndexStats:
                 "seconds": round(self.seconds, 3),
                 "skipped": [{"path": p.path, "reason": p.reason} for p in self.skipped],
                 "warnings": [{"path": p.path, "reason": p.reason} for p in self.warnings],
-                "non_english": round(self.non_english, 4), "language_note": self.language_note}
+                "non_english": round(self.non_english, 4), "language_note": self.language_note,
+                "stages_seconds": {k: round(v, 3) for k, v in self.stages.items()}}
+
+
+@contextmanager
+def _timed(stages: dict[str, float], name: str):
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        stages[name] += time.perf_counter() - start
 
 
 def _sha256_text(text: str) -> str:
@@ -120,7 +137,11 @@ def _sha256_text(text: str) -> str:
 class Indexer:
     """Writes documents into one index through its store. Use as a context manager: the
     store's writer lock is held from enter to exit, except while the semantic phase runs
-    the model (it is taken again for each batch's write)."""
+    the model (it is taken again for each batch's write). Progress is only reported:
+    ``progress(done, total)`` per file, ``embed_progress(done, total)`` per chunk; the
+    caller draws it (the CLI's bars are ``cli_progress``)."""
+
+    embed_chunks: int | None = None  # chunks per semantic batch; None: EMBED_CHUNKS
 
     def __init__(self, db_path, *, precision: str = "fp32", embedder=None, params=None,
                  rebuild: bool = False, progress: Callable[[int, int], None] | None = None,
@@ -146,10 +167,12 @@ class Indexer:
         self.store = None
         self.refreshing = False  # an index from before links and tags: fill them for all
         self.dirty = False  # something was written: links may point elsewhere now
+        self._salvaged: dict[str, bytes] = {}  # --rebuild: the old file's vectors by hash
         self.stop = stop  # a threading.Event: set, the run ends before its next transaction
 
     # -- lifecycle -------------------------------------------------------------------
     def __enter__(self) -> Indexer:
+        self._salvaged = self._salvage() if self.rebuild else {}
         self.store = open_store(self.db_path, write=True, identity=self.identity,
                                 rebuild=self.rebuild)
         try:
@@ -171,6 +194,14 @@ class Indexer:
         except Exception:  # noqa: BLE001
             if exc_type is None:  # else the error in flight is the one to report
                 raise
+
+    def _salvage(self) -> dict[str, bytes]:
+        """The vectors of the SQLite file a rebuild is about to empty, by text hash, when
+        the same model and embedder made them: a rebuild for another chunker or analyzer
+        then embeds only text it has not seen."""
+        from brainbot.store.sqlite.salvage import reusable_vectors
+
+        return {} if is_url(self.db_path) else reusable_vectors(self.db_path, self.identity)
 
     def _release(self) -> None:
         """Close the store: the writer lock is free while the model runs."""
@@ -200,10 +231,15 @@ class Indexer:
     # -- public entry points -------------------------------------------------------------
     def index_paths(self, paths: Iterable) -> IndexStats:
         """Index folders or single files; removes vanished files under each folder."""
-        for root in documents.roots(paths):
+        with _timed(self.stats.stages, "discover"):
+            roots = list(documents.roots(paths))
+        folders = []
+        for root in roots:
             self.stats.skipped.extend(root.problems)
             known = self.store.known_documents(root.path)
             self._index_documents(root.path, self._changed(root, known), root.scope, known)
+            folders += [root.path] if root.scope is None else []
+        self.store.add_folder_roots(folders)  # only folders count new notes (freshness)
         if self.refreshing:
             self._check_stop()
             with self.store.batch():
@@ -233,10 +269,11 @@ class Indexer:
         """Resolve links if anything changed, end the lexical phase, run the semantic
         phase (unless ``embed`` is False), and total up."""
         if self.dirty or self.stats.removed:
-            with self.store.batch():
+            with _timed(self.stats.stages, "links"), self.store.batch():
                 self.store.resolve_links()
             self.dirty = False
         self.stats.lexical_seconds = time.perf_counter() - self.started
+        self._salvaged = {}  # every chunk is written: the old vectors are done with
         if self.embed:
             self.embed_missing()
         counts = self.store.counts()
@@ -267,7 +304,7 @@ class Indexer:
         after = 0
         while True:
             self._check_stop()
-            rows = self.store.unembedded_chunks(after, EMBED_CHUNKS)
+            rows = self.store.unembedded_chunks(after, self.embed_chunks or EMBED_CHUNKS)
             if not rows and after:
                 after = 0
                 continue
@@ -306,13 +343,19 @@ class Indexer:
         for done, note in enumerate(root.files, 1):
             if self.progress:
                 self.progress(done, len(root.files))
+            refusal = self.store.refused_path(root.path, note.relpath)
+            if refusal:  # per file: one note the store cannot hold never fails a batch
+                self.stats.skipped.append(notes.Problem(note.relpath, refusal))
+                continue
             prior = known.get(note.relpath)
             same = prior and stat_vouches(prior, note.size, note.mtime_ns)
             if same and not self.refreshing:
                 yield note.relpath, None
                 continue
             try:
-                yield note.relpath, documents.read(note)
+                with _timed(self.stats.stages, "read"):
+                    doc = documents.read(note)
+                yield note.relpath, doc
             except notes.UnreadableNote as exc:
                 self.stats.skipped.append(notes.Problem(note.relpath, str(exc)))
 
@@ -329,12 +372,20 @@ class Indexer:
                 return None
             return doc
 
-        for pair, item in chunk_in_order(items, to_chunk, self.params, counter=self.counter,
-                                         workers=self.workers, analyze=True):
-            if item is not None:
-                self.stats.warnings.extend(notes.Problem(item.doc.relpath, w, skipped=False)
-                                           for w in item.warnings)
-            yield pair, item
+        stages = self.stats.stages
+        chunked = chunk_in_order(items, to_chunk, self.params, counter=self.counter,
+                                 workers=self.workers, analyze=True)
+        with closing(chunked):
+            while True:  # the wait for each result is the chunk stage, less its reading
+                start, read = time.perf_counter(), stages["read"]
+                pair, item = next(chunked, (None, None))
+                stages["chunk"] += time.perf_counter() - start - (stages["read"] - read)
+                if pair is None:
+                    return
+                if item is not None:
+                    self.stats.warnings.extend(
+                        notes.Problem(item.doc.relpath, w, skipped=False) for w in item.warnings)
+                yield pair, item
 
     def _index_documents(self, root: str, items, scope, known: dict) -> None:
         seen: set[str] = set()
@@ -367,8 +418,22 @@ class Indexer:
         already has a vector in the index gets it now; the others wait for the semantic
         phase."""
         self._check_stop()
-        vectors = self.store.vectors_for([_sha256_text(c.retrieval_text)
-                                          for item in pending.batch for c in item.chunks])
+        with _timed(self.stats.stages, "write"):
+            self._write(pending, known)
+        for item in pending.batch:
+            if known.get(item.doc.relpath):
+                self.stats.updated += 1
+            else:
+                self.stats.new += 1
+            item.doc.text = ""  # let the text go: large vaults should not pile up in memory
+        self.dirty = True
+
+    def _write(self, pending: _Pending, known: dict) -> None:
+        hashes = [_sha256_text(c.retrieval_text) for item in pending.batch for c in item.chunks]
+        vectors = self.store.vectors_for(hashes)
+        for h in hashes:  # --rebuild: the old file's vector of the same text
+            if h not in vectors and h in self._salvaged:
+                vectors[h] = np.frombuffer(self._salvaged[h], dtype="<f4")
         with self.store.batch():
             if pending.touched:
                 self.store.touch_documents(pending.touched)
@@ -379,13 +444,6 @@ class Indexer:
                 if prior:
                     self.store.delete_documents([prior.id])
                 self.store.add_document(_new_document(item, vectors))
-        for item in pending.batch:
-            if known.get(item.doc.relpath):
-                self.stats.updated += 1
-            else:
-                self.stats.new += 1
-            item.doc.text = ""  # let the text go: large vaults should not pile up in memory
-        self.dirty = True
 
     def _check_stop(self) -> None:
         if self.stop is not None and self.stop.is_set():
@@ -422,26 +480,3 @@ def _new_document(item: Chunked, vectors: dict) -> NewDocument:
     return NewDocument(doc.root, doc.relpath, doc.sha256, doc.size, doc.mtime_ns, item.title,
                        item.parsed.front_matter, doc.kind, list(item.warnings), chunks,
                        item.facts, read_ns=doc.read_ns)
-
-
-def progress_printer(stream=None, unit: str = "file") -> Callable[[int, int], None] | None:
-    """A tqdm progress bar with ETA when stderr is a terminal, else None. It is called
-    with (done, total): ``unit="chunk"`` for the semantic phase."""
-    stream = stream or sys.stderr  # looked up now: tests and tools swap sys.stderr
-    if not stream.isatty():
-        return None
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
-    bar = {"bar": None}
-
-    def update(done: int, total: int) -> None:
-        if bar["bar"] is None:
-            bar["bar"] = tqdm(total=total, unit=unit, file=stream, leave=False,
-                              mininterval=0.5, desc="embedding" if unit == "chunk" else None)
-        bar["bar"].update(max(0, done - bar["bar"].n))
-        if done >= total:
-            bar["bar"].close()
-
-    return update

@@ -24,6 +24,11 @@ reported, and the folder gets a full pass after a back-off of 1 s, doubling to 5
 the watch goes on. Setting ``stop`` (SIGTERM, Ctrl-C) ends the watch between
 transactions.
 
+Passes never wait for embeddings: each runs only the lexical phase, so what it wrote is
+searchable by BM25 at once, and the semantic phase runs on a background thread
+(``serve/background.py``), woken by a pass that leaves chunks without a vector. Stopping
+ends it between model runs; run() returns once it has.
+
 This module watches and schedules; indexing is ``index/indexer.py``'s.
 """
 
@@ -42,6 +47,8 @@ from brainbot.index.freshness import missing_root_line
 from brainbot.index.indexer import IndexStats
 from brainbot.notes.files import EXTENSIONS, IGNORE_FILE
 
+from .background import Embedding, EmbedReport, Halt, Interruptible
+
 # How long a pass waits before retrying when another process holds the writer lock.
 BUSY_RETRY_S = 0.5
 # How often a missing watched folder is looked for (watchfiles yields empty batches at
@@ -56,7 +63,8 @@ BACKOFF_MAX_S = 300.0
 # are kept either way). Tools that swap a folder (git, sync clients,
 # `mv notes old && mv new notes`) put one back well within a second.
 MISSING_AFTER_S = 10.0
-
+# How long the end of run() waits for the background semantic phase's model run in flight.
+EMBED_JOIN_S = 30.0
 log = logging.getLogger("brainbot.serve.watch")
 
 Batch = dict[Path, "set[str] | None"]  # root -> relative note paths; None: a full pass
@@ -83,8 +91,8 @@ class PassReport:
             return f"{head} · error: {self.error}"
         s = self.stats
         skipped = f", {len(s.skipped)} skipped" if s.skipped else ""
-        return (f"{head} · {s.new} new, {s.updated} updated, {s.removed} removed, "
-                f"{s.embedded} embedded{skipped} · {self.seconds:.2f} s")
+        return (f"{head} · {s.new} new, {s.updated} updated, {s.removed} removed{skipped}"
+                f" · {s.embedded_line()} · {self.seconds:.2f} s")
 
 
 @dataclass
@@ -109,6 +117,7 @@ class Watcher:
     embedder: object = None
     stop: threading.Event = field(default_factory=threading.Event)
     on_pass: Callable[[PassReport], None] | None = None
+    on_embed: Callable[[EmbedReport], None] | None = None
     missing_after_s: float = MISSING_AFTER_S
     # what `mcp --watch` reports in `status`
     passes: int = field(default=0, init=False)
@@ -120,6 +129,13 @@ class Watcher:
         self.precision = getattr(self.embedder, "precision", None)
         self._missing_since: dict[Path, float] = {}
         self.missing: dict[Path, int] = {}  # reported missing: the notes the index keeps
+        self._ended = threading.Event()  # run() is over: the semantic phase stops too
+        self.semantic = Embedding(self._background_indexer, self._said, _backoff)
+
+    @property
+    def settled(self) -> threading.Event:
+        """Set while the index has a vector for every chunk (as last seen)."""
+        return self.semantic.settled
 
     def share(self, embedder) -> None:
         """Index with ``embedder`` (the server's searcher's: one ONNX session)."""
@@ -142,6 +158,17 @@ class Watcher:
             if _folder(root) is None and not self._missing(root):
                 self._report(PassReport(str(root), None, IndexStats(), 0.0,
                                         "not a folder (yet); watching for one to appear"))
+        self._ended.clear()
+        embedding = threading.Thread(target=self.semantic.run, args=(Halt(self.stop,
+                                     self._ended),), name="semantic", daemon=True)
+        embedding.start()
+        try:
+            self._watch_loop()
+        finally:
+            self._ended.set()
+            embedding.join(timeout=EMBED_JOIN_S)
+
+    def _watch_loop(self) -> None:
         failures = 0
         while not self.stop.is_set():
             try:
@@ -193,22 +220,36 @@ class Watcher:
                 self._fail(root, paths, exc)
                 return self.last
             self.failing.pop(root, None)
+            self.semantic.owe(stats.partial)
             self._report(PassReport(str(root), _listed(paths), stats,
                                     time.perf_counter() - started))
             return self.last
         return None
 
+    def _background_indexer(self, halt: Halt):
+        """The semantic phase's Indexer: stopped by ``halt``, between model runs too."""
+        return self._indexer(stop=halt, interruptible=True)
+
+    def _said(self, report: EmbedReport) -> None:
+        if self.on_embed:
+            self.on_embed(report)
+
     @contextmanager
-    def _indexer(self):
+    def _indexer(self, stop=None, interruptible: bool = False):
         """An open Indexer at the index's own precision: `index --precision int8` records
         it in the index's embedder ("…:int8:…"), and a writer of another precision is
-        refused; a refusal for nothing but the precision switches to the recorded one."""
+        refused; a refusal for nothing but the precision switches to the recorded one.
+        It runs the lexical phase only: the semantic phase is the background's, whose
+        model runs stop in between (``interruptible``)."""
         from brainbot.index.indexer import Indexer
 
         precision = self.precision or "fp32"
         while True:
-            ix = Indexer(self.db, precision=precision, embedder=self._embedder(precision),
-                         stop=self.stop)
+            embedder = self._embedder(precision)
+            if interruptible:
+                embedder = Interruptible(embedder, stop or self.stop)
+            ix = Indexer(self.db, precision=precision, embedder=embedder,
+                         stop=stop or self.stop, embed=False)
             try:
                 ix.__enter__()
                 break
@@ -258,6 +299,7 @@ class Watcher:
                 "missing": {str(r): missing_root_line(str(r), n)
                             for r, n in list(self.missing.items()) if n},
                 "last_pass": self.last.line() if self.last else None,
+                "semantic": dict(self.semantic.state),
                 "failing": {str(r): {"error": f.error, "since": _iso(f.since),
                                      "failures": f.count}
                             for r, f in list(self.failing.items())}}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from dataclasses import asdict, dataclass
 
 from brainbot.errors import IdentityMismatchError
@@ -40,6 +41,22 @@ class IndexIdentity:
         meta = {k: str(v) for k, v in asdict(self).items()}
         meta["fingerprint"] = self.fingerprint()
         return meta
+
+
+def new_index_id() -> str:
+    """A fresh ``index_id``: written to meta when an index is created (or first opened by
+    a writer, for one from before index ids), never copied, new after a rebuild. Two
+    spellings of one index (``n.db``, ``./n.db``, a symlink, another URL) share it; a
+    reader that sees it change knows the index was rebuilt or replaced under it."""
+    return uuid.uuid4().hex
+
+
+def stamp(meta: dict[str, str]) -> tuple[str, str] | None:
+    """(index_id, generation) from an index's meta: it changes when a batch commits or
+    the index is rebuilt or replaced; None for an index from before index ids."""
+    if "index_id" not in meta:
+        return None
+    return meta["index_id"], meta.get("generation", "0")
 
 
 def current(precision: str = "fp32", params=None) -> IndexIdentity:

@@ -33,6 +33,7 @@ from contextlib import AbstractContextManager
 
 import numpy as np
 
+from .identity import new_index_id
 from .interface import (
     CHUNK_COLUMNS,
     DOC_COLUMNS,
@@ -129,6 +130,42 @@ class SharedReads:
     def generation(self) -> int:
         rows = self._sql("SELECT value FROM meta WHERE key = 'generation'")
         return int(rows[0][0]) if rows else 0
+
+    def _first_meta(self) -> dict[str, str]:
+        """What a writer adds to meta when the index has none yet (at creation, or the
+        first writer of an index from before them): its ``index_id``, and which roots were
+        indexed as folders, for an older index the old guess: roots of more than one note."""
+        meta, out = self.meta(), {}
+        if "index_id" not in meta:
+            out["index_id"] = new_index_id()
+        if "folder_roots" not in meta:
+            out["folder_roots"] = json.dumps(sorted(r[0] for r in self._sql(
+                "SELECT root FROM documents WHERE kind = 'note' GROUP BY root "
+                "HAVING count(*) > 1")), ensure_ascii=False)
+        return out
+
+    def refused_path(self, root: str, path: str) -> str | None:
+        """Why a note at ``path`` under ``root`` cannot be indexed in this store (None: it
+        can). SQLite holds any path; Postgres refuses what its btree cannot."""
+        return None
+
+    def folder_roots(self) -> set[str] | None:
+        """The roots indexed as folders (meta ``folder_roots``), not as single files: only
+        they count notes not yet indexed as new. None for an index from before they were
+        recorded."""
+        raw = self.meta().get("folder_roots")
+        return None if raw is None else set(json.loads(raw))
+
+    def add_folder_roots(self, roots: Sequence[str]) -> None:
+        """Record ``roots`` as indexed as folders (a writer, after a run), with the others
+        that still hold documents; written only when that changes."""
+        recorded = self.folder_roots()
+        held = {r[0] for r in self._sql("SELECT DISTINCT root FROM documents "
+                                        "WHERE kind = 'note'")}
+        wanted = {r for r in recorded or () if r in held} | set(roots)
+        if wanted != recorded:
+            with self.batch():
+                self.set_meta("folder_roots", json.dumps(sorted(wanted), ensure_ascii=False))
 
     def counts(self) -> dict[str, int]:
         return {table: int(self._sql(f"SELECT count(*) FROM {table}")[0][0])

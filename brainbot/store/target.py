@@ -5,6 +5,7 @@ the Postgres one. Everything above the store opens its index here.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from .identity import IndexIdentity
 from .interface import Store
@@ -21,6 +22,20 @@ def public_target(target: str | os.PathLike) -> str:
 
         return public_url(str(target))
     return str(target)
+
+
+def whereabouts(target: str | os.PathLike) -> tuple[tuple | None, tuple | None]:
+    """Where the index at ``target`` lives (a file's device and inode; a Postgres server,
+    database and schema) and its (index_id, generation) (``identity.stamp``), found
+    without writing anything: two spellings of one index give the same. None for what
+    does not exist (yet)."""
+    if is_url(target):
+        from brainbot.store.pg.schema import whereabouts as in_postgres
+
+        return in_postgres(str(target))
+    from brainbot.store.sqlite.file import whereabouts as in_file
+
+    return in_file(Path(target))
 
 
 def open_store(target: str | os.PathLike, *, write: bool = False,

@@ -16,19 +16,22 @@ filtered query still finds its k hits; a filter that keeps few chunks, or an ind
 that comes back short, is answered by an exact scan instead.
 
 N and the average chunk length come from ``meta`` (kept by the writer in each batch), so
-a query never counts the chunks table. A filter's chunks are found once per filter and
-generation, from the documents the store's vault tables let through (``pg_vault``: the
-same rules as SQLite's, ``Filter.select``).
+a query never counts the chunks table. A filter's documents are found once per filter and
+generation (the last FILTER_CACHE filters are kept), by the store's vault tables
+(``pg_vault``: the same rules as SQLite's, ``Filter.select``); the legs keep their chunks
+by a semi-join on those document ids.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
 from brainbot.store.interface import Filter
+from brainbot.store.lru import LRU
 from brainbot.text import lexical
 
 # hnsw.ef_search is the size of the HNSW candidate list: at least the pool fusion asks
@@ -76,6 +79,17 @@ SELECT chunk, d FROM r WHERE d IS NOT NULL ORDER BY d, chunk LIMIT %(n)s
 """
 
 
+# the chunks of the documents a filter keeps, as the legs' semi-join
+_CHUNKS_OF = "SELECT id FROM chunks WHERE document_id = ANY(%(docs)s)"
+
+
+class Allowed(NamedTuple):
+    """What a filter lets through: its documents' ids, and how many chunks they hold."""
+
+    documents: list[int]
+    chunks: int
+
+
 def empty(n: int) -> tuple[np.ndarray, np.ndarray]:
     return np.full(n, -1, np.int64), np.full(n, -np.inf, np.float32)
 
@@ -97,7 +111,7 @@ class PgLegs:
         self.n_chunks = 0
         self.avgdl = np.float32(1.0)
         self._ef: int | None = None
-        self._filters: dict[Filter, list[int]] = {}
+        self._filters: LRU = LRU()  # Filter -> Allowed, bounded
 
     def sync(self, generation: int, n_chunks: int, length_sum: int) -> bool:
         """Take the counts of ``generation``; False when it was already loaded."""
@@ -112,23 +126,25 @@ class PgLegs:
 
     # -- filters -----------------------------------------------------------------------
     def allowed(self, flt: Filter | None, documents: Callable[[Filter], list[int]]
-                ) -> list[int] | None:
-        """The chunk ids a filter keeps, sorted; None for no filter. ``documents``: the
-        ids of the documents it keeps (the store's ``filtered_documents``)."""
+                ) -> Allowed | None:
+        """The documents a filter keeps and how many chunks they hold; None for no
+        filter. ``documents``: the store's ``filtered_documents``. The legs filter by
+        these document ids in SQL (a semi-join on chunks), never by a list of chunk ids:
+        a filter of most of a large index would ship millions of ids a query."""
         if not flt:
             return None
         hit = self._filters.get(flt)
         if hit is None:
             docs = documents(flt)
-            chunks = [r[0] for r in self.conn.execute(
-                "SELECT id FROM chunks WHERE document_id = ANY(%s) ORDER BY id", (docs,))]
-            hit = self._filters[flt] = chunks
+            n = self.conn.execute("SELECT count(*) FROM chunks WHERE document_id = ANY(%s)",
+                                  (docs,)).fetchone()[0]
+            hit = self._filters[flt] = Allowed(docs, int(n))
         return hit
 
     # -- BM25 --------------------------------------------------------------------------
-    def bm25(self, terms: Counter, n: int, allowed: list[int] | None = None):
+    def bm25(self, terms: Counter, n: int, allowed: Allowed | None = None):
         """BM25's top n over the chunks ``allowed`` (None: all)."""
-        if not terms or self.n_chunks == 0 or (allowed is not None and not allowed):
+        if not terms or self.n_chunks == 0 or (allowed is not None and not allowed.chunks):
             return empty(n)
         k1, b = np.float32(lexical.BM25_K1), np.float32(lexical.BM25_B)
         words = sorted(terms)
@@ -138,23 +154,23 @@ class PgLegs:
                   "b": float((k1 * b) / self.avgdl), "n": n}
         where = ""
         if allowed is not None:
-            where, params["ids"] = "WHERE p.chunk = ANY(%(ids)s)", allowed
+            where, params["docs"] = f"WHERE p.chunk IN ({_CHUNKS_OF})", allowed.documents
         rows = self.conn.execute(_BM25.format(where=where), params).fetchall()
         return _padded(rows, n, np.array([r[1] for r in rows], np.float32))
 
     # -- vectors -----------------------------------------------------------------------
-    def vector(self, qvec: np.ndarray, n: int, allowed: list[int] | None = None):
+    def vector(self, qvec: np.ndarray, n: int, allowed: Allowed | None = None):
         """Cosine's top n over the chunks ``allowed`` (None: all)."""
-        if self.n_chunks == 0 or (allowed is not None and not allowed):
+        if self.n_chunks == 0 or (allowed is not None and not allowed.chunks):
             return empty(n)
         q = np.asarray(qvec, np.float32).reshape(-1)
         params: dict = {"q": q, "n": n}
         where = ""
         if allowed is not None:
-            where, params["ids"] = "WHERE chunk = ANY(%(ids)s)", allowed
-        want = min(n, self.n_chunks if allowed is None else len(allowed))
+            where, params["docs"] = f"WHERE chunk IN ({_CHUNKS_OF})", allowed.documents
+        want = min(n, self.n_chunks if allowed is None else allowed.chunks)
         rows: list = []
-        if allowed is None or len(allowed) > EXACT_MAX:
+        if allowed is None or allowed.chunks > EXACT_MAX:
             self._set_ef(max(EF_SEARCH, n))
             rows = self.conn.execute(_VECTOR_INDEX.format(where=where), params).fetchall()
         if len(rows) < want:  # a filter few chunks pass, or an index scan that ran short

@@ -12,8 +12,9 @@ written by each migration in the transaction that runs it (Postgres DDL is
 transactional), so a killed migration leaves the previous version whole.
 
 Credentials come from the URL, the ``PG*`` environment or ``~/.pgpass`` (libpq reads
-them); ``public_url`` removes any password before a URL reaches a message, and
-``translate`` scrubs it from driver errors too. This module knows nothing of documents or
+them); ``public_url`` removes the password and every other secret-bearing parameter
+(``SECRET_KEYS``) before a URL reaches a message, and ``translate`` scrubs them from
+driver errors too. This module knows nothing of documents or
 ranking: ``store/pg/store.py`` reads and writes through the connections opened here.
 """
 
@@ -32,6 +33,7 @@ from brainbot.errors import (
     StoreBusyError,
     StoreError,
 )
+from brainbot.store.identity import stamp
 
 # pgvector's default m = 16; ef_construction 128 instead of its 64. Measured recall@100
 # against exact search at hnsw.ef_search 100 / 200: NFCorpus (7.9k MiniLM vectors)
@@ -181,25 +183,49 @@ LOCK_CLASS = 0x62726E  # "brn"
 
 
 # -- URLs and connections ---------------------------------------------------------------
+# libpq's connection keywords whose values are secrets, or name where one is kept: the
+# ones libpq itself masks ("*": password, sslpassword, oauth_client_secret), its SCRAM
+# keys (derived from the password), and the files of the password, the client key and the
+# TLS key log. None of them reaches a message.
+SECRET_KEYS = frozenset({"password", "sslpassword", "oauth_client_secret",
+                         "scram_client_key", "scram_server_key", "passfile", "sslkey",
+                         "sslkeylogfile"})
+
+
 def public_url(url: str) -> str:
-    """``url`` without its password (in the authority or a ``password=`` parameter)."""
+    """``url`` (a URL, or libpq's ``key=value`` form) without its secrets: the password
+    of the authority and every SECRET_KEYS parameter."""
+    if "://" not in url:
+        return _public_conninfo(url)
     parts = urlsplit(url)
     netloc = parts.netloc
     if "@" in netloc:
         auth, host = netloc.rsplit("@", 1)
         netloc = auth.split(":", 1)[0] + "@" + host
     query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
-                       if k != "password"], safe="/%:=")
+                       if k.lower() not in SECRET_KEYS], safe="/%:=")
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
-def _password(url: str) -> str | None:
+def _public_conninfo(conninfo: str) -> str:
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    try:
+        params = conninfo_to_dict(conninfo)
+    except Exception:  # noqa: BLE001 - libpq cannot parse it: show nothing of it
+        return "(a connection string libpq cannot parse)"
+    return make_conninfo("", **{k: v for k, v in params.items() if k not in SECRET_KEYS})
+
+
+def _secrets(url: str) -> list[str]:
+    """The secret values in ``url``, to be scrubbed from driver errors."""
     try:
         from psycopg.conninfo import conninfo_to_dict
 
-        return conninfo_to_dict(url).get("password") or None
-    except Exception:  # noqa: BLE001 - a URL libpq cannot parse has no password to hide
-        return None
+        params = conninfo_to_dict(url)
+    except Exception:  # noqa: BLE001 - a URL libpq cannot parse has no secret to hide
+        return []
+    return [str(v) for k, v in params.items() if k in SECRET_KEYS and v]
 
 
 def connect(url: str):
@@ -211,7 +237,7 @@ def connect(url: str):
         conn = psycopg.connect(url, autocommit=True, application_name="brainbot",
                                connect_timeout=10)
     except psycopg.Error as exc:
-        raise translate(exc, target, _password(url)) from None
+        raise translate(exc, target, _secrets(url)) from None
     return conn
 
 
@@ -238,13 +264,13 @@ def _first_line(exc: Exception) -> str:
     return text.removeprefix("connection failed: ").strip() or type(exc).__name__
 
 
-def translate(exc: Exception, target: str, password: str | None = None) -> StoreError:
-    """A driver error as one line that names the URL (no password) and what to do."""
+def translate(exc: Exception, target: str, secrets=()) -> StoreError:
+    """A driver error as one line that names the URL (no secrets) and what to do."""
     import psycopg
 
     text = _first_line(exc)
-    if password:
-        text = text.replace(password, "***")
+    for secret in secrets:
+        text = text.replace(secret, "***")
     state = getattr(exc, "sqlstate", None) or ""
     if state == "42501" or "permission denied" in text:
         return StoreError(f"{target}: permission denied ({text}); this role may only read: "
@@ -296,6 +322,29 @@ def _tables(conn, schema: str) -> set[str]:
 
 def read_meta(conn) -> dict[str, str]:
     return dict(conn.execute("SELECT key, value FROM meta").fetchall())
+
+
+def whereabouts(url: str) -> tuple[tuple | None, tuple | None]:
+    """(which server, database and schema ``url`` reaches, its index's identity.stamp), read
+    without writing; (None, None) when it cannot be reached (opening it will say why).
+    The server is known by its start time and port: two URLs of one server (another
+    host name, the port spelled out, a socket) give the same."""
+    try:
+        conn = connect(url)
+    except StoreError:
+        return None, None
+    try:
+        schema = current_schema(conn)
+        place = ("postgres",) + tuple(conn.execute(
+            "SELECT pg_postmaster_start_time()::text, current_setting('port'), "
+            "current_database()").fetchone()) + (schema,)
+        if "meta" not in _tables(conn, schema):
+            return place, None
+        return place, stamp(read_meta(conn))
+    except Exception:  # noqa: BLE001 - unreadable here: opening it will report it
+        return None, None
+    finally:
+        conn.close()
 
 
 def schema_version(conn) -> int:

@@ -33,6 +33,10 @@ from .vault import PgVault
 from .write import Pending
 
 _COUNTERS = ("chunk_count", "length_sum")  # meta keys: BM25's N and summed lengths
+# documents UNIQUE (root, path) is a btree, whose entries hold at most 2,704 bytes (a
+# third of an 8 kB page, less headers): a longer root and path fail the insert, and with
+# it the whole batch. Below this their entry fits even uncompressed.
+MAX_PATH_BYTES = 2600
 
 
 class PostgresStore(PgVault):
@@ -47,6 +51,7 @@ class PostgresStore(PgVault):
         self.legs = PgLegs(conn)
         self._meta: dict[str, str] | None = None
         self._pending: Pending | None = None
+        self._index_id: str | None = None  # the index_id the legs were loaded from
 
     # -- opening and closing -------------------------------------------------------------
     @classmethod
@@ -100,9 +105,12 @@ class PostgresStore(PgVault):
         return store
 
     def _repair(self) -> None:
-        """What a killed bulk load or an older writer may have left out: the HNSW index
-        and the count keys."""
+        """What a killed bulk load or an older writer may have left out: the HNSW index,
+        the count keys, the index_id and the folder roots."""
         self._create_hnsw()
+        first = self._first_meta()
+        if first:
+            self._write_meta(first)
         meta = ps.read_meta(self.conn)
         if all(k in meta for k in _COUNTERS):
             return
@@ -150,6 +158,16 @@ class PostgresStore(PgVault):
             self._write_meta({key: value})
 
     # -- writing ---------------------------------------------------------------------------
+    def refused_path(self, root: str, path: str) -> str | None:
+        """Why a note at ``path`` under ``root`` cannot be indexed here (None: it can): a
+        root and path past the btree limit, refused per file before any batch."""
+        size = len(root.encode("utf-8", "replace")) + len(path.encode("utf-8", "replace"))
+        if size <= MAX_PATH_BYTES:
+            return None
+        return (f"its folder and path take {size:,} bytes, more than the {MAX_PATH_BYTES:,} "
+                "a Postgres index can hold (its (root, path) btree); rename or move it "
+                "higher up")
+
     @contextmanager
     def batch(self) -> Iterator[None]:
         """One transaction; its commit bumps the generation. A failure rolls it all back."""
@@ -242,8 +260,14 @@ class PostgresStore(PgVault):
     # -- the legs --------------------------------------------------------------------------
     @translated
     def refresh(self) -> bool:
-        """Pick up what another process committed since the last call; False if nothing."""
-        generation = self.generation()
+        """Pick up what another process committed since the last call; False if nothing.
+        A rebuild restarts the generation but writes a new index_id: the legs and their
+        caches are then reloaded whatever the generation."""
+        rows = dict(self.conn.execute(
+            "SELECT key, value FROM meta WHERE key IN ('generation', 'index_id')").fetchall())
+        generation = int(rows.get("generation", 0))
+        if rows.get("index_id") != self._index_id:
+            self.legs.generation, self._index_id = None, rows.get("index_id")
         if generation == self.legs.generation:
             return False
         self._meta = None

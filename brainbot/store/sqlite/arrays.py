@@ -19,9 +19,15 @@ from collections import Counter
 import numpy as np
 
 from brainbot.kernel import native as kernel
+from brainbot.kernel.int8_scan import Int8Scan
+from brainbot.store.lru import LRU
 from brainbot.text import lexical
 
 POSTINGS_CACHE_TERMS = 50_000  # a long-lived server must not cache a whole vocabulary
+# From this many chunks on, the vector leg scans an int8 copy of the matrix (made at
+# load) and proves the f32 top-k from it (kernel/int8_scan.py): the same ids and scores
+# as the f32 scan. README "Search kernels" has the measurement behind the number.
+INT8_SCAN_MIN_ROWS = 20_000
 
 
 def _empty(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -43,7 +49,8 @@ class KernelIndex:
         self.embedded = np.zeros(0, bool)  # positions with a vector (with the matrix)
         self.avgdl = 1.0
         self._postings: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        self._masks: dict[object, np.ndarray] = {}
+        self._masks: LRU = LRU()  # bounded: one N-byte mask a distinct filter
+        self.int8: Int8Scan | None = None  # made from the matrix when first needed
 
     # -- loading ---------------------------------------------------------------------
     def sync(self, generation: int) -> bool:
@@ -62,6 +69,7 @@ class KernelIndex:
         self._masks.clear()
         if old_matrix is not None:
             self.matrix = self._refreshed(old_ids, old_written, old_matrix, old_embedded)
+        self.int8 = None
         self.generation = generation
         return True
 
@@ -161,8 +169,13 @@ class KernelIndex:
         if not self.embedded.all():  # a partial index: the leg runs over embedded chunks
             allowed = self.embedded.astype(np.uint8)
             mask = allowed if mask is None else (allowed & mask)
-        pos, scores = self.kernel.cosine_topk(
-            matrix, np.asarray(qvec, np.float32).reshape(1, -1), n, mask=mask)
+        query = np.ascontiguousarray(np.asarray(qvec, np.float32).reshape(1, -1))
+        if len(matrix) >= INT8_SCAN_MIN_ROWS and self.kernel.backend().startswith("c/"):
+            if self.int8 is None:
+                self.int8 = Int8Scan(self.kernel, matrix)
+            pos, scores = self.int8.topk(matrix, query, n, mask)
+        else:
+            pos, scores = self.kernel.cosine_topk(matrix, query, n, mask=mask)
         return self._ids(pos[0]), scores[0]
 
     def _ids(self, pos: np.ndarray) -> np.ndarray:

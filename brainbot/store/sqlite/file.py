@@ -32,6 +32,7 @@ from brainbot.errors import (
     StoreBusyError,
     StoreError,
 )
+from brainbot.store.identity import stamp
 
 # Readers wait this long for a writer's commit instead of failing with "database is
 # locked"; WAL keeps readers and the single writer out of each other's way otherwise.
@@ -325,6 +326,27 @@ def read_meta(db: sqlite3.Connection) -> dict[str, str]:
         return dict(db.execute("SELECT key, value FROM meta").fetchall())
     except sqlite3.OperationalError:
         return {}
+
+
+def whereabouts(path: Path) -> tuple[tuple | None, tuple | None]:
+    """(the file's (st_dev, st_ino), its (index_id, generation)), read without writing
+    anything; (None, None) when there is no file, and no stamp when it records no
+    index_id."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None, None
+    place = ("file", st.st_dev, st.st_ino)
+    try:
+        db = connect(path, readonly=True)  # as any reader opens it: nothing is written
+    except StoreError:  # a folder, an unreadable file: no index_id to compare
+        return place, None
+    try:
+        return place, stamp(read_meta(db))
+    except sqlite3.Error:  # not a database: no index_id
+        return place, None
+    finally:
+        db.close()
 
 
 def load_extension_vec(db: sqlite3.Connection) -> bool:

@@ -30,7 +30,18 @@ from brainbot.store.reads import chunk_records_sql, translated
 from . import file as sf
 from .arrays import KernelIndex
 from .lock import WriterLock
+from .postings import PostingsBuffer
 from .vault import VaultTables
+
+
+def _file_key(path: Path) -> tuple[int, int] | None:
+    """(st_dev, st_ino) of the file at ``path``: a new file there (a rebuild, a copy
+    --replace, a ``mv``) has another; None when there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _remove_files(path: Path) -> None:
@@ -53,7 +64,10 @@ class SQLiteStore(VaultTables):
         self._terms: dict[str, int] | None = None
         self._next_term = 1
         self._writing_generation: int | None = None
+        self._postings = PostingsBuffer()  # the open batch's BM25 rows, written at commit
         self._index: KernelIndex | None = None
+        self._file = _file_key(path)  # the file this connection has open
+        self._index_id: str | None = None  # the index_id the arrays were loaded from
 
     # -- opening and closing -------------------------------------------------------------
     @classmethod
@@ -102,6 +116,10 @@ class SQLiteStore(VaultTables):
                 db.execute("PRAGMA journal_mode = WAL")
                 store = cls(path, db, lock=lock)
                 store._load_terms()
+                first = store._first_meta()  # a file that has them is left byte for byte
+                db.executemany("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)",
+                               list(first.items()))
+                store._meta = None
         except BaseException:
             db.close()
             raise
@@ -147,6 +165,7 @@ class SQLiteStore(VaultTables):
             with sf.translate_errors(self.path), sf.transaction(self.db):
                 self._writing_generation = self.generation() + 1
                 yield
+                self._postings.flush(self.db)
                 self.db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES "
                                 "('generation', ?)", (str(self._writing_generation),))
         except BaseException:
@@ -157,6 +176,7 @@ class SQLiteStore(VaultTables):
             raise
         finally:
             self._writing_generation = None
+            self._postings.clear()
 
     def _load_terms(self) -> None:
         """Forget the term ids; the next ``_term_id`` reads them (a writer that only adds
@@ -191,6 +211,7 @@ class SQLiteStore(VaultTables):
     @translated
     def delete_documents(self, doc_ids: Sequence[int]) -> None:
         """Documents with their chunks, vectors and postings; term df kept exact."""
+        self._postings.flush(self.db)  # the batch's own documents count too
         for doc_id in doc_ids:
             rows = self.db.execute(
                 "SELECT p.term, count(*) FROM postings p JOIN chunks c ON c.id = p.chunk "
@@ -207,8 +228,7 @@ class SQLiteStore(VaultTables):
             (doc.id, doc.root, doc.path, doc.sha256, doc.size, doc.mtime_ns, doc.title,
              doc.front_matter_json(), now_iso(), json.dumps(doc.warnings, ensure_ascii=False),
              doc.kind, doc.read_ns)).lastrowid
-        df_delta: Counter = Counter()
-        postings, rows = [], {}
+        rows = {}
         for new in doc.chunks:
             c = new.chunk
             row = rows[c.chunk_index] = self.db.execute(
@@ -225,12 +245,11 @@ class SQLiteStore(VaultTables):
             if new.vector is not None:  # None: the semantic phase embeds it later
                 self.db.execute("INSERT INTO embeddings(chunk, vector) VALUES (?, ?)",
                                 (row, np.ascontiguousarray(new.vector, dtype="<f4").tobytes()))
-            for term, count in new.terms.items():
-                postings.append((self._term_id(term), row, count))
-                df_delta[term] += 1
-        self.db.executemany("INSERT INTO postings(term, chunk, tf) VALUES (?,?,?)", postings)
-        self.db.executemany("UPDATE terms SET df = df + ? WHERE id = ?",
-                            [(n, self._terms[t]) for t, n in df_delta.items()])
+            known = self._read_terms()  # postings are written in bulk at the commit
+            self._postings.add(row, [known.get(t) or self._term_id(t) for t in new.terms],
+                               new.terms.values())
+        if self._writing_generation is None:  # outside a batch: nothing commits later
+            self._postings.flush(self.db)
         self.write_facts(doc_id, doc.facts, rows)
         return doc_id
 
@@ -256,7 +275,7 @@ class SQLiteStore(VaultTables):
             term_id = self._next_term
             self._next_term += 1
             self._terms[term] = term_id
-            self.db.execute("INSERT INTO terms(id, term, df) VALUES (?, ?, 0)", (term_id, term))
+            self._postings.terms.append((term_id, term))
         return term_id
 
     # -- the legs --------------------------------------------------------------------------
@@ -269,8 +288,34 @@ class SQLiteStore(VaultTables):
 
     @translated
     def refresh(self) -> bool:
-        """Reload what another process committed since the last call; False if nothing."""
-        return self.index.sync(self.generation())
+        """Reload what another process committed since the last call; False if nothing.
+        A reader whose file was replaced (``--rebuild`` and ``copy --replace`` write a new
+        file at the path) reopens the path first, and arrays loaded from another index_id
+        are dropped: a long-lived server never serves the old index."""
+        reopened = self.lock is None and self._reopen_if_replaced()
+        meta = dict(self.db.execute(
+            "SELECT key, value FROM meta WHERE key IN ('generation', 'index_id')"))
+        index_id = meta.get("index_id")
+        if self._index_id is not None and index_id != self._index_id:
+            self._index = self._meta = None
+        self._index_id = index_id
+        return self.index.sync(int(meta.get("generation", 0))) or reopened
+
+    def _reopen_if_replaced(self) -> bool:
+        """Open the file now at the path when it is not the one this connection holds;
+        False (the old one kept) while there is none or it is not an index yet."""
+        now = _file_key(self.path)
+        if now is None or now == self._file:
+            return False
+        try:
+            fresh = type(self)._open_reader(self.path)
+        except StoreError:  # a rebuild that has not written its schema yet
+            return False
+        old, self.db, fresh.db = self.db, fresh.db, None
+        self._file, self._index, self._meta, self._terms = fresh._file, None, None, None
+        self._index_id = None
+        old.close()
+        return True
 
     @translated
     def bm25_topk(self, terms: Counter, n: int, flt: Filter | None = None):

@@ -1,0 +1,81 @@
+"""int8 scanning with a proof: the exact f32 cosine top-k, found through the int8 copy.
+
+Not the `--precision int8` embeddings (the model's weights); this is how a matrix of f32
+vectors is *scanned*. The int8 kernel (`cosine_topk_int8`) ranks every row by its int8
+dot product, rescores a pool of the best in exact f32 and returns the best k of the pool,
+with the same f32 scores, bit for bit, as the f32 kernel. Its ids equal the f32 top-k
+only when that top-k lies inside the pool; here that is checked, not hoped for:
+
+    |x . q - x^ . q^| <= |x|_1 s_q / 2 + |q^|_1 s_x / 2        (E, per row)
+
+for a row x with codes scaled by s_x (|x_j - x^_j| <= s_x / 2, kernel.h's formula) and
+the query q likewise. Every row outside the pool ranks at most t, the pool's lowest int8
+score, so its exact score is at most t + E (plus float rounding, bounded too). When that
+is below the k-th exact score in the pool, strictly, no row outside can enter the top-k,
+nor tie into it: the pool's top-k is the f32 top-k, ties in the same order. When the
+check fails the pool grows 4-fold once, then the f32 scan answers. Either way the answer
+is the f32 kernel's, ids and scores.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+POOL = 2048  # rows rescored in f32 per query first: max(POOL, 16 k), then 4 times that
+PROBE = 128  # pool rows whose int8 value is recomputed for the proof
+
+
+class Int8Scan:
+    """The int8 copy of one f32 matrix and what the proof needs from it."""
+
+    def __init__(self, kern, matrix: np.ndarray) -> None:
+        self.kern = kern
+        self.codes, self.scales = kern.quantize_int8(matrix)
+        self.l1_max = self.l2_max = 0.0  # max |x|_1, max |x|_2 (float32 sums: see proves)
+        for i in range(0, len(matrix), 8192):  # in slices: no matrix-sized temporary
+            a = np.abs(matrix[i : i + 8192])
+            self.l1_max = max(self.l1_max, float(a.sum(axis=1).max()))
+            self.l2_max = max(self.l2_max, float(np.einsum("ij,ij->i", a, a).max()) ** 0.5)
+        self.scale_max = float(self.scales.max()) if len(self.scales) else 0.0
+        self.stats = {"proved": 0, "widened": 0, "f32": 0}  # how queries were answered
+
+    def topk(self, matrix: np.ndarray, query: np.ndarray, k: int, mask=None):
+        """The f32 kernel's cosine_topk(matrix, query [1, d], k, mask), via int8."""
+        for pool in (max(POOL, 16 * k), max(POOL, 16 * k) * 4):
+            ids, scores = self.kern.cosine_topk_int8(
+                self.codes, self.scales, matrix, query, pool, pool=pool, mask=mask
+            )
+            if ids[0, -1] < 0 or self.proves(query[0], ids[0], scores[0], k):
+                self.stats["proved" if pool == max(POOL, 16 * k) else "widened"] += 1
+                return ids[:, :k].copy(), scores[:, :k].copy()
+        self.stats["f32"] += 1
+        return self.kern.cosine_topk(matrix, query, k, mask=mask)
+
+    def proves(self, q: np.ndarray, pool_ids: np.ndarray, exact: np.ndarray, k: int) -> bool:
+        """True when no row outside the pool (all of it eligible and full) can reach the
+        k-th exact score of the pool: the bound of the module docstring."""
+        if k > len(pool_ids):
+            return False
+        qc, qs = self.kern.quantize_int8(np.ascontiguousarray(q.reshape(1, -1)))
+        s_q = float(qs[0])
+        # Every row outside the pool ranks at most as high as any row inside it, so the
+        # int8 value of any pool row bounds them all; the rows of lowest exact score give
+        # a bound close to the pool's minimum, and PROBE of them are cheap to recompute.
+        # The value is the int8 kernel's, float32 as in kernel.h: (float)(sum) * scale;
+        # the integer dot is exact in float32 while |sum| < 2^24 (127^2 d: d <= 1040).
+        probe = pool_ids[-PROBE:]
+        wide = np.float32 if len(q) <= 1040 else np.float64
+        dots = self.codes[probe].astype(wide) @ qc[0].astype(wide)
+        approx = dots.astype(np.float32) * self.scales[probe]
+        t = float(approx.min()) * s_q  # no row outside the pool ranks above this
+        q_l1 = float(np.abs(qc[0], dtype=np.float64).sum()) * s_q
+        bound = self.l1_max * s_q / 2 + q_l1 * self.scale_max / 2
+        # Float rounding: the ranking value (2 roundings), the codes' formula and the
+        # float32 norms (relative, d * 2^-24 < 1e-4 of the bound for d <= 1600; more is
+        # added below), and the f32 dot of the scan (d terms).
+        bound *= 1 + max(1e-4, 2 * len(q) * 2.0**-24)
+        d = len(q)
+        rounding = abs(t) * 1e-6 + 2.0 * d * 2.0**-24 * self.l2_max * float(
+            np.linalg.norm(q.astype(np.float64))
+        )
+        return t + bound + rounding < float(exact[k - 1])

@@ -1,0 +1,133 @@
+"""The lexical phase's bulk writes: postings held per transaction and written at its
+commit give the rows the analyzer says, whatever the batch size; and the stage timings."""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from brainbot.index import indexer as ix
+from brainbot.index.indexer import Indexer
+from brainbot.store.interface import NewChunk, NewDocument
+from brainbot.store.sqlite import file as sf
+from brainbot.store.target import open_store
+from brainbot.text import lexical
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "vault"
+
+
+def _lexical_index(db, paths, batch_chunks, monkeypatch):
+    monkeypatch.setattr(ix, "BATCH_CHUNKS", batch_chunks)
+    with Indexer(db, embed=False, workers=1) as indexer:
+        return indexer.index_paths(paths)
+
+
+def _dump(db) -> dict:
+    """Every row of the BM25 tables and the chunks, ids included."""
+    con = sf.connect(db)
+    try:
+        return {
+            "postings": con.execute("SELECT term, chunk, tf FROM postings "
+                                    "ORDER BY term, chunk").fetchall(),
+            "terms": con.execute("SELECT id, term, df FROM terms ORDER BY id").fetchall(),
+            "chunks": con.execute(
+                "SELECT id, chunk_id, document_id, chunk_index, retrieval_text, text_sha256, "
+                "lexical_length, english FROM chunks ORDER BY id").fetchall(),
+        }
+    finally:
+        con.close()
+
+
+def _oracle_holds(db) -> None:
+    """Postings are the analyzer's terms of each chunk; df counts the chunks holding them."""
+    dump = _dump(db)
+    names = {i: t for i, t, _ in dump["terms"]}
+    stored: dict[int, Counter] = {}
+    for term, chunk, tf in dump["postings"]:
+        stored.setdefault(chunk, Counter())[names[term]] = tf
+    df: Counter = Counter()
+    for chunk, _, _, _, text, _, length, _ in dump["chunks"]:
+        terms, n = lexical.term_frequencies(text)
+        assert stored.get(chunk, Counter()) == terms and length == n
+        df.update(terms.keys())
+    assert {t: d for _, t, d in dump["terms"] if d} == dict(df)
+
+
+def test_batch_size_does_not_change_the_index(tmp_path, monkeypatch):
+    """One chunk per transaction (about the old per-document writes) and everything in
+    one transaction write the same rows, term ids included."""
+    small, large = tmp_path / "small.db", tmp_path / "large.db"
+    a = _lexical_index(small, [EXAMPLES], 1, monkeypatch)
+    b = _lexical_index(large, [EXAMPLES], 10**9, monkeypatch)
+    assert a.chunks == b.chunks > 0 and a.vectors == 0
+    assert _dump(small) == _dump(large)
+    _oracle_holds(large)
+
+
+def test_changes_in_one_batch_keep_postings_and_df_exact(tmp_path, monkeypatch):
+    """Edit, delete and add notes, re-indexed in a single transaction: the deletes and
+    the buffered adds of that batch still leave every df exact."""
+    vault = tmp_path / "vault"
+    shutil.copytree(EXAMPLES, vault)
+    db = tmp_path / "b.db"
+    _lexical_index(db, [vault], 8, monkeypatch)
+    edited = vault / "inbox.md"
+    edited.write_text(edited.read_text() + "\n\nZygomorphic quokkas arrive.\n")
+    sorted((vault / "recipes").glob("*.md"))[0].unlink()
+    (vault / "new note.md").write_text("# New\n\nQuokkas and the alpha project.\n")
+    stats = _lexical_index(db, [vault], 10**9, monkeypatch)
+    assert (stats.new, stats.updated, stats.removed) == (1, 1, 1)
+    _oracle_holds(db)
+
+
+def _doc(path: str, text: str) -> NewDocument:
+    from brainbot.store.interface import now_iso  # noqa: F401 - the store stamps it
+    from brainbot.text.chunking import chunk_text
+    from brainbot.text.tokens import TokenCounter
+
+    chunks = []
+    for c in chunk_text(text, path, TokenCounter()):
+        terms, n = lexical.term_frequencies(c.retrieval_text)
+        chunks.append(NewChunk(c, path + str(c.chunk_index), None, terms, n))
+    return NewDocument("/r", path, "sha-" + path, 1, 1, path, {}, chunks=chunks)
+
+
+def test_delete_in_the_batch_that_added_it(tmp_path):
+    """A document added and removed in one transaction leaves no postings and no df
+    (its buffered postings are written before the delete reads them)."""
+    db = tmp_path / "b.db"
+    with open_store(db, write=True) as store:
+        with store.batch():
+            keep = store.add_document(_doc("keep.md", "Alpha beta gamma."))
+            gone = store.add_document(_doc("gone.md", "Alpha delta epsilon."))
+            store.delete_documents([gone])
+        assert keep != gone
+    _oracle_holds(db)
+    held = {t for _, t, d in _dump(db)["terms"] if d}
+    assert {"alpha", "beta", "gamma"} <= held and not {"delta", "epsilon"} & held
+
+
+def test_a_failed_batch_leaves_no_buffered_postings(tmp_path):
+    db = tmp_path / "b.db"
+    with open_store(db, write=True) as store:
+        with pytest.raises(RuntimeError), store.batch():
+            store.add_document(_doc("lost.md", "Lost words here."))
+            raise RuntimeError("mid-batch")
+        with store.batch():
+            store.add_document(_doc("kept.md", "Kept words."))
+    _oracle_holds(db)
+    held = {t for _, t, d in _dump(db)["terms"] if d}
+    assert "kept" in held and "lost" not in held
+
+
+def test_stage_timings_cover_the_lexical_phase(tmp_path, monkeypatch):
+    stats = _lexical_index(tmp_path / "b.db", [EXAMPLES], 64, monkeypatch)
+    stages = stats.to_dict()["stages_seconds"]
+    assert set(stages) == {"discover", "read", "chunk", "write", "links"}
+    assert all(v >= 0 for v in stats.stages.values())
+    assert stats.stages["write"] > 0 and stats.stages["read"] > 0
+    # disjoint parts of the phase: together no longer than it
+    assert sum(stats.stages.values()) <= stats.lexical_seconds + 1e-6
