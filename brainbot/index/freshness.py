@@ -15,9 +15,9 @@ changed (``index/reading.stored_lines``, ``ask/citations.check_fresh``) and flag
 that changed elsewhere (``ask/citations.is_stale``).
 
 ``vault_changes`` walks the indexed folders present here (directory listings and stats; it
-reads only racily clean files) for ``status``, ``doctor`` and the note a refusal adds when the index is out of date:
-"3 notes changed since the last index; run `brainbot index`". A reader can then tell "not
-in your notes" from "the index is out of date". Folders not present here are reported as
+reads only racily clean files) for ``status``, ``doctor`` and the note a refusal adds when
+the index is out of date: "3 notes changed since the last index; run `brainbot index`". A
+reader can then tell "not in your notes" from "the index is out of date". Folders not present here are reported as
 such (``missing_roots``), never as deleted notes.
 """
 
