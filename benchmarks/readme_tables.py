@@ -184,7 +184,8 @@ def first_run_section() -> str:
                      f"{v['index_vs_alone']}×" if v.get("embed") else "",
                      max(r["index_load"] for r in v["rounds"])])
     stage_rows = [[v["vault"], *(v["stages_seconds"].get(k, "") for k in (
-        "discover", "read", "chunk", "write", "links")), v["to_lexical_end_s"]]
+        "discover", "read", "chunk", "write", "links")), v["to_lexical_end_s"],
+        min((r["index_cpu_s"] for r in v["rounds"] if "index_cpu_s" in r), default="")]
         for v in f["vaults"]]
     return "\n".join([
         "### First run",
@@ -198,9 +199,10 @@ def first_run_section() -> str:
         "", _table(["vault", "files", "MB", "chunks", "to last BM25 hit s", "fully embedded s",
                     "embedder alone s", "semantic / alone", "index / alone", "load"], rows),
         "", "The lexical phase by stage (seconds in the indexing process; chunk = the wait "
-        "for the chunking workers, reading excluded):", "",
-        _table(["vault", "discover", "read", "chunk", "write", "links", "to lexical end"],
-               stage_rows)])
+        "for the chunking workers, reading excluded), and the CPU seconds of the whole index "
+        "process with its workers (user + system; the load inflates them far less):", "",
+        _table(["vault", "discover", "read", "chunk", "write", "links", "to lexical end",
+                "index CPU s"], stage_rows)])
 
 
 def search_section() -> str:
