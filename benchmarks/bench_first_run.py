@@ -28,7 +28,9 @@ absent) with `--no-embed`: the lexical phase only (embedding its ~121k chunks ta
 hour here); its embedding time is projected from the embedder-alone rate measured on the
 other vaults, and labelled a projection. --rounds N repeats steps 1-3, interleaved, best kept.
 
-The machine is shared: the load average is recorded with every run. Writes (merges into)
+The machine is shared: the load average is recorded with every run, and the CPU seconds
+of the index process with its chunking workers (user + system), which the load inflates
+far less than the wall time. Writes (merges into)
 benchmarks/results/first_run.json; `python benchmarks/readme_tables.py` renders it.
 """
 
@@ -37,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sqlite3
 import subprocess
 import sys
@@ -77,13 +80,19 @@ def _env() -> dict:
     return {**os.environ, "PYTHONPATH": str(REPO)}
 
 
+CPU_SPENT: list[float] = []  # CPU seconds (user + system) of each process run, with its children
+
+
 def _run(argv: list[str], min_idle: float) -> tuple[float, str, float]:
     """(wall seconds, stdout, load average) of one process started in a quiet moment."""
     wait_for_idle(min_idle)
     load = os.getloadavg()[0]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=_env())
     seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU_SPENT.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed:\n{done.stderr}")
     return seconds, done.stdout, round(load, 2)
@@ -122,6 +131,7 @@ def one_round(vault: Path, embed: bool, min_idle: float) -> dict:
         stats = json.loads(out)
         startup = seconds - stats["seconds"]
         row = {"index_s": round(seconds, 2), "index_load": load,
+               "index_cpu_s": round(CPU_SPENT[-1], 2),  # the process and its workers
                "to_lexical_end_s": round(startup + stats["lexical_seconds"], 2),
                "semantic_s": stats["embed_seconds"], "files": stats["new"],
                "chunks": stats["chunks"], "embedded": stats["embedded"],

@@ -184,7 +184,8 @@ def first_run_section() -> str:
                      f"{v['index_vs_alone']}×" if v.get("embed") else "",
                      max(r["index_load"] for r in v["rounds"])])
     stage_rows = [[v["vault"], *(v["stages_seconds"].get(k, "") for k in (
-        "discover", "read", "chunk", "write", "links")), v["to_lexical_end_s"]]
+        "discover", "read", "chunk", "write", "links")), v["to_lexical_end_s"],
+        min((r["index_cpu_s"] for r in v["rounds"] if "index_cpu_s" in r), default="")]
         for v in f["vaults"]]
     return "\n".join([
         "### First run",
@@ -198,9 +199,10 @@ def first_run_section() -> str:
         "", _table(["vault", "files", "MB", "chunks", "to last BM25 hit s", "fully embedded s",
                     "embedder alone s", "semantic / alone", "index / alone", "load"], rows),
         "", "The lexical phase by stage (seconds in the indexing process; chunk = the wait "
-        "for the chunking workers, reading excluded):", "",
-        _table(["vault", "discover", "read", "chunk", "write", "links", "to lexical end"],
-               stage_rows)])
+        "for the chunking workers, reading excluded), and the CPU seconds of the whole index "
+        "process with its workers (user + system; the load inflates them far less):", "",
+        _table(["vault", "discover", "read", "chunk", "write", "links", "to lexical end",
+                "index CPU s"], stage_rows)])
 
 
 def search_section() -> str:
@@ -326,6 +328,27 @@ def serve_section() -> str:
         f"{sv['load_start']:.2f} at the start, {sv['load_end']:.2f} at the end."])
 
 
+def watch_first_section() -> str:
+    w = _load("watch_first.json")
+    if not w:
+        return ""
+    rows = [[f"{name} ({r['notes']:,} notes)", r["handshake_s"], r["last_note_bm25_hit_s"],
+             r["edit_to_bm25_hit_s"], r["embedded_at_edit_hit"],
+             r.get("fully_embedded_s", f"not waited for ({r['embedded_at_end']} at "
+                                       f"{r['seconds_at_end']} s)"),
+             f"{r['load_start']:.1f} / {r['load_end']:.1f}"]
+            for name, r in w["runs"].items()]
+    return "\n".join([
+        "`python benchmarks/bench_watch_first.py --vault DIR` — `brainbot mcp --watch` on "
+        "a vault it has never indexed, through the official MCP client over stdio: seconds "
+        "from the spawn to the handshake, to the first bm25 hit on the last note, and to "
+        "every chunk embedded; and from saving an edit (a new word) during the background "
+        "semantic phase to its bm25 hit (before it, that edit's pass waited for the whole "
+        "embedding). " + next(iter(w["runs"].values()))["cpu"] + ".", "",
+        _table(["vault", "handshake s", "last note a bm25 hit s", "edit to bm25 hit s",
+                "embedded then", "all embedded s", "load average start / end"], rows)])
+
+
 def static_int8_section() -> str:
     s = _load("static_int8.json")
     if not s or "throughput" not in s:
@@ -420,6 +443,7 @@ def build() -> str:
                          static_int8_section(),
                          chunking_section(), first_run_section(), index_section(),
                          coldstart_section(), serve_section(), serve_http_section(),
+                         watch_first_section(),
                          related_section()) if p]
     return "## Results\n\nMachine: 2-core AMD EPYC VM, 24 GB, shared and noisy; every " \
            "figure is from one run of the command named, anchors side by side.\n\n" + \

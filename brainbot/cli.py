@@ -135,7 +135,8 @@ def _print_query(args, records: list[dict], note: str | None, text: str) -> int:
 
 
 def cmd_get(args) -> int:
-    from brainbot.index.reading import backlinks_of, get_lines
+    from brainbot.index.links import backlinks_of
+    from brainbot.index.reading import get_lines
     from brainbot.store.target import open_store
 
     from .render import printable
@@ -160,7 +161,7 @@ def cmd_get(args) -> int:
 
 
 def cmd_links(args) -> int:
-    from brainbot.index.reading import note_links
+    from brainbot.index.links import note_links
     from brainbot.store.target import open_store
 
     from .render import printable
@@ -350,7 +351,7 @@ def cmd_eval(args) -> int:
 
 def cmd_ask(args) -> int:
     from brainbot.ask.agent import ask
-    from brainbot.ask.answers import format_answer
+    from brainbot.ask.terminal import format_answer
     from brainbot.search.searcher import Searcher
 
     with Searcher(args.db) as searcher:

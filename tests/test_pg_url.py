@@ -48,3 +48,16 @@ def test_every_secret_libpq_masks_is_dropped():
              if o.keyword.decode().startswith("scram_")}
     assert {"password", "sslpassword"} <= masked
     assert masked | scram <= SECRET_KEYS
+
+
+def test_a_statement_past_a_limit_is_not_a_lost_server():
+    """psycopg raises the btree limit (54000) as an OperationalError: it was reported as
+    "lost the database server … check that it is running"."""
+    errors = pytest.importorskip("psycopg.errors")
+    from brainbot.store.pg.schema import translate
+
+    limit = translate(errors.ProgramLimitExceeded("index row size 3048 exceeds btree version "
+                                                  "4 maximum 2704"), "postgresql://h/db")
+    assert "lost" not in str(limit) and "exceeds btree" in str(limit)
+    gone = translate(errors.AdminShutdown("terminating connection"), "postgresql://h/db")
+    assert "lost the database server" in str(gone)

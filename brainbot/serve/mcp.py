@@ -103,7 +103,8 @@ class Service:
                                     linked_to=linked_to or None)
 
     def get(self, ref, count) -> dict[str, Any]:
-        from brainbot.index.reading import backlinks_of, get_lines
+        from brainbot.index.links import backlinks_of
+        from brainbot.index.reading import get_lines
 
         store = self.searcher.store
         reading = get_lines(store, ref, count)

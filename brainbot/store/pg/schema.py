@@ -283,7 +283,11 @@ def translate(exc: Exception, target: str, secrets=()) -> StoreError:
     if state == "55P03":
         return StoreBusyError(f"{target} is locked by another process ({text}); wait for "
                               "it to finish and try again")
-    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+    # lost: no answer at all (no sqlstate), a connection exception (08), or the server
+    # going down (57P01-57P03); an OperationalError with another state is a plain error
+    # of the statement (54000: an index row past the btree limit)
+    lost = not state or state.startswith("08") or state in ("57P01", "57P02", "57P03")
+    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError) and lost:
         return StoreError(f"lost the database server at {target} ({text}); check that it "
                           "is running and reachable, then run again")
     return StoreError(f"{target}: {text}")
