@@ -254,7 +254,8 @@ def test_mcp_watch_migrates_an_older_index_first(tmp_path, shared_embedder):
 
     found, tagged, status = session(db, body, "--watch", str(vault))
     assert not found.is_error and found.structured_content["hits"][0]["path"] == "a.md"
-    assert tagged[0]["path"] == "a.md" and status.structured_content["schema"] == str(SCHEMA_VERSION)
+    assert tagged[0]["path"] == "a.md"
+    assert status.structured_content["schema"] == str(SCHEMA_VERSION)
 
 
 def test_status_reports_a_failing_watch(tmp_path, shared_embedder):
