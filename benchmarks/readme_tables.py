@@ -330,6 +330,27 @@ def serve_section() -> str:
         f"{sv['load_start']:.2f} at the start, {sv['load_end']:.2f} at the end."])
 
 
+def watch_first_section() -> str:
+    w = _load("watch_first.json")
+    if not w:
+        return ""
+    rows = [[f"{name} ({r['notes']:,} notes)", r["handshake_s"], r["last_note_bm25_hit_s"],
+             r["edit_to_bm25_hit_s"], r["embedded_at_edit_hit"],
+             r.get("fully_embedded_s", f"not waited for ({r['embedded_at_end']} at "
+                                       f"{r['seconds_at_end']} s)"),
+             f"{r['load_start']:.1f} / {r['load_end']:.1f}"]
+            for name, r in w["runs"].items()]
+    return "\n".join([
+        "`python benchmarks/bench_watch_first.py --vault DIR` — `brainbot mcp --watch` on "
+        "a vault it has never indexed, through the official MCP client over stdio: seconds "
+        "from the spawn to the handshake, to the first bm25 hit on the last note, and to "
+        "every chunk embedded; and from saving an edit (a new word) during the background "
+        "semantic phase to its bm25 hit (before it, that edit's pass waited for the whole "
+        "embedding). " + next(iter(w["runs"].values()))["cpu"] + ".", "",
+        _table(["vault", "handshake s", "last note a bm25 hit s", "edit to bm25 hit s",
+                "embedded then", "all embedded s", "load average start / end"], rows)])
+
+
 def static_int8_section() -> str:
     s = _load("static_int8.json")
     if not s or "throughput" not in s:
@@ -388,7 +409,8 @@ def build() -> str:
     parts = [p for p in (eval_section(), cjk_section(), search_section(), embed_section(),
                          static_int8_section(),
                          chunking_section(), first_run_section(), index_section(),
-                         coldstart_section(), serve_section(), related_section()) if p]
+                         coldstart_section(), serve_section(), watch_first_section(),
+                         related_section()) if p]
     return "## Results\n\nMachine: 2-core AMD EPYC VM, 24 GB, shared and noisy; every " \
            "figure is from one run of the command named, anchors side by side.\n\n" + \
            "\n\n".join(parts)

@@ -113,7 +113,8 @@ def cmd_query(args) -> int:
 
 
 def cmd_get(args) -> int:
-    from brainbot.index.reading import backlinks_of, get_lines
+    from brainbot.index.links import backlinks_of
+    from brainbot.index.reading import get_lines
     from brainbot.store.target import open_store
 
     from .render import printable
@@ -138,7 +139,7 @@ def cmd_get(args) -> int:
 
 
 def cmd_links(args) -> int:
-    from brainbot.index.reading import note_links
+    from brainbot.index.links import note_links
     from brainbot.store.target import open_store
 
     from .render import printable
@@ -328,7 +329,7 @@ def cmd_eval(args) -> int:
 
 def cmd_ask(args) -> int:
     from brainbot.ask.agent import ask
-    from brainbot.ask.answers import format_answer
+    from brainbot.ask.terminal import format_answer
     from brainbot.search.searcher import Searcher
 
     with Searcher(args.db) as searcher:

@@ -33,7 +33,8 @@ from fake_anthropic import (
 
 from brainbot.ask import agent, tools
 from brainbot.ask.agent import SYSTEM_PROMPT, ask
-from brainbot.ask.answers import PASSAGES_LABEL, REFUSAL, format_answer
+from brainbot.ask.answers import PASSAGES_LABEL, REFUSAL
+from brainbot.ask.terminal import format_answer
 from brainbot.errors import AnswerError
 from brainbot.model import claude
 

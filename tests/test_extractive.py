@@ -16,15 +16,10 @@ from hypothesis import strategies as st
 
 from brainbot.ask import answer_types, extractive
 from brainbot.ask.agent import ask
-from brainbot.ask.answers import (
-    PASSAGE_LINES,
-    PASSAGES_LABEL,
-    REFUSAL,
-    REFUSE_BELOW,
-    Passage,
-    check_fresh,
-    format_answer,
-)
+from brainbot.ask.answers import PASSAGES_LABEL, REFUSAL, Passage
+from brainbot.ask.citations import check_fresh
+from brainbot.ask.passages import PASSAGE_LINES, REFUSE_BELOW
+from brainbot.ask.terminal import format_answer
 from brainbot.evaluate import format_answers, run_answers
 
 REPO = Path(__file__).resolve().parents[1]

@@ -167,7 +167,7 @@ def test_a_nul_is_stored_alike_and_its_citations_verify(kind, request, tmp_path,
                                                         shared_embedder):
     """L5: a NUL past the binary sniff becomes U+FFFD on both stores (Postgres text cannot
     hold NUL), so a passage holding it still matches the file: cited, not dropped."""
-    from brainbot.ask.answers import check_fresh, is_stale
+    from brainbot.ask.citations import check_fresh, is_stale
     from brainbot.ask.tools import Conversation
 
     root = tmp_path / "nul"
@@ -193,7 +193,8 @@ def test_one_verdict_and_each_readers_policy(indexed, vault, shared_embedder):
     """S2: freshness says what the file is; hits flag it, `get` reads the current lines,
     read_note refuses, a citation whose span still reads the same is kept and flagged, one
     whose file is gone is dropped."""
-    from brainbot.ask.answers import Passage, check_fresh, is_stale
+    from brainbot.ask.answers import Passage
+    from brainbot.ask.citations import check_fresh, is_stale
     from brainbot.ask.tools import Conversation
     from brainbot.errors import NotFoundError
     from brainbot.index import reading

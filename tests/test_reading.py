@@ -10,7 +10,8 @@ import pytest
 from brainbot.cli import main
 from brainbot.errors import InputError, NotFoundError
 from brainbot.index.indexer import Indexer
-from brainbot.index.reading import get_lines, note_links
+from brainbot.index.links import note_links
+from brainbot.index.reading import get_lines
 from brainbot.search.searcher import Searcher
 from brainbot.store.target import open_store
 

@@ -14,8 +14,10 @@ an API key the offline answer of ``ask/extractive.py`` is given instead.
 
 Note text is data: it can neither widen what the tools reach nor change these rules. The
 API key is read by the SDK from its own configuration (``ANTHROPIC_API_KEY``); brainbot
-never logs it, prints it or stores it. What an answer is, how its citations are checked
-and how it prints live in ``ask/answers.py``; the tools the model may call, in ``ask/tools.py``.
+never logs it, prints it or stores it. What an answer is lives in ``ask/answers.py``, how
+its citations are checked in ``ask/citations.py``, the closest passages and the refusal in
+``ask/passages.py``, how it prints in ``ask/terminal.py``; the tools the model may call, in
+``ask/tools.py``.
 This module does not index or rank anything.
 """
 
@@ -27,19 +29,9 @@ from brainbot.errors import AnswerError
 from brainbot.index.freshness import Freshness, out_of_date_note
 from brainbot.model import claude
 
-from .answers import (
-    PASSAGES_LABEL,
-    REFUSAL,
-    REFUSE_BELOW,
-    Answer,
-    Citation,
-    closest_passages,
-    dropped_entry,
-    is_stale,
-    nearest,
-    squash_spaces,
-    verify,
-)
+from .answers import PASSAGES_LABEL, REFUSAL, Answer, Citation
+from .citations import dropped_entry, is_stale, squash_spaces, verify
+from .passages import REFUSE_BELOW, closest_passages, nearest
 from .tools import TOOLS, Conversation
 
 MAX_STEPS = 6

@@ -35,19 +35,9 @@ from brainbot.notes import language
 from brainbot.text import lexical, segments
 
 from .answer_types import MARKER, Asked
-from .answers import (
-    PASSAGE_LINES,
-    PASSAGES_LABEL,
-    REFUSAL,
-    REFUSE_BELOW,
-    Answer,
-    Citation,
-    Passage,
-    check_fresh,
-    closest_passages,
-    is_stale,
-    window,
-)
+from .answers import PASSAGES_LABEL, REFUSAL, Answer, Citation, Passage
+from .citations import check_fresh, is_stale
+from .passages import PASSAGE_LINES, REFUSE_BELOW, closest_passages, window
 
 CHUNKS = 4  # top chunks an answer may quote
 # Top chunks whose units are scored to choose the closest passages: measured on the dev

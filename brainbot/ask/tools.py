@@ -2,8 +2,9 @@
 
 A Conversation holds the index side of one question: the searcher and every
 search_result block sent so far, in the order the API counts them, so that a citation's
-index finds its Passage. ``search_notes`` is brainbot's own retrieval; ``read_note`` reaches only indexed
-documents, by the path search_notes shows, never a file outside the index. Note text is
+index finds its Passage. ``search_notes`` is brainbot's own retrieval; ``read_note``
+reaches only indexed documents, by the path search_notes shows, never a file outside the
+index. Note text is
 data: whatever a note says, it cannot widen what these tools reach. A bad call comes back
 to the model as an error it can read.
 """

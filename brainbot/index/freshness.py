@@ -11,13 +11,13 @@ that compare text. Dataset records have no file and are always SAME.
 
 The callers choose the policy: hits flag ``stale`` (``mark``: None when unknown); `get`
 reads the current lines and flags them; read_note and citation checks refuse or drop what
-changed (``index/reading.stored_lines``, ``ask/answers.check_fresh``) and flag a cited file
-that changed elsewhere (``ask/answers.is_stale``).
+changed (``index/reading.stored_lines``, ``ask/citations.check_fresh``) and flag a cited file
+that changed elsewhere (``ask/citations.is_stale``).
 
 ``vault_changes`` walks the indexed folders present here (directory listings and stats; it
-reads only racily clean files) for ``status``, ``doctor`` and the note a refusal adds when the index is out of date:
-"3 notes changed since the last index; run `brainbot index`". A reader can then tell "not
-in your notes" from "the index is out of date". Folders not present here are reported as
+reads only racily clean files) for ``status``, ``doctor`` and the note a refusal adds when
+the index is out of date: "3 notes changed since the last index; run `brainbot index`". A
+reader can then tell "not in your notes" from "the index is out of date". Folders not present here are reported as
 such (``missing_roots``), never as deleted notes.
 """
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-POOL = 2048  # rows rescored in f32 per query first: max(POOL, 16 k), then 4 times that
+POOL = 2048  # rows rescored in f32 first: max(POOL, 16 k, n / 128), then 4 times that
 PROBE = 128  # pool rows whose int8 value is recomputed for the proof
 
 
@@ -41,12 +41,13 @@ class Int8Scan:
 
     def topk(self, matrix: np.ndarray, query: np.ndarray, k: int, mask=None):
         """The f32 kernel's cosine_topk(matrix, query [1, d], k, mask), via int8."""
-        for pool in (max(POOL, 16 * k), max(POOL, 16 * k) * 4):
+        first = max(POOL, 16 * k, len(matrix) // 128)
+        for pool in (first, first * 4):
             ids, scores = self.kern.cosine_topk_int8(
                 self.codes, self.scales, matrix, query, pool, pool=pool, mask=mask
             )
             if ids[0, -1] < 0 or self.proves(query[0], ids[0], scores[0], k):
-                self.stats["proved" if pool == max(POOL, 16 * k) else "widened"] += 1
+                self.stats["proved" if pool == first else "widened"] += 1
                 return ids[:, :k].copy(), scores[:, :k].copy()
         self.stats["f32"] += 1
         return self.kern.cosine_topk(matrix, query, k, mask=mask)

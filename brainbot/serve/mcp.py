@@ -99,7 +99,8 @@ class Service:
         return result if mode == "bm25" else self._noted(result)
 
     def get(self, ref, count) -> dict[str, Any]:
-        from brainbot.index.reading import backlinks_of, get_lines
+        from brainbot.index.links import backlinks_of
+        from brainbot.index.reading import get_lines
 
         store = self.searcher.store
         reading = get_lines(store, ref, count)

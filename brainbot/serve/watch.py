@@ -65,6 +65,7 @@ BACKOFF_MAX_S = 300.0
 MISSING_AFTER_S = 10.0
 # How long the end of run() waits for the background semantic phase's model run in flight.
 EMBED_JOIN_S = 30.0
+
 log = logging.getLogger("brainbot.serve.watch")
 
 Batch = dict[Path, "set[str] | None"]  # root -> relative note paths; None: a full pass
