@@ -195,7 +195,9 @@ def first_run_section() -> str:
         "chunk is embedded, and the embedder alone on the same distinct texts (model load "
         "included). Ratios: semantic phase / embedder alone (target ≤ 1.05×) and whole "
         f"index / embedder alone. {f['machine']['cpu']}, shared with other jobs: the load "
-        "average at the start of each index is shown, and every figure is under that load.",
+        "average at the start of each index is shown, and every figure is under that load: the "
+        "ratios swung from 0.4× to 1.1× between runs, so they are no verdict on the 1.05× "
+        "target (it needs a quiet machine).",
         "", _table(["vault", "files", "MB", "chunks", "to last BM25 hit s", "fully embedded s",
                     "embedder alone s", "semantic / alone", "index / alone", "load"], rows),
         "", "The lexical phase by stage (seconds in the indexing process; chunk = the wait "

@@ -13,6 +13,7 @@ import pytest
 from conftest import EXAMPLES, copy_tree
 
 from brainbot.index.indexer import Indexer
+from brainbot.store.sqlite.file import SCHEMA_VERSION
 
 TOOLS = {"search", "get", "status", "ask", "related"}
 
@@ -235,7 +236,7 @@ def test_mcp_watch_creates_a_new_index_and_serves_at_once(tmp_path):
         return status, hits
 
     status, hits = session(db, body, "--watch", str(vault))
-    assert status["schema"] == "4" and status["watch"]["running"] is True
+    assert status["schema"] == str(SCHEMA_VERSION) and status["watch"]["running"] is True
     assert hits[0]["path"] == "cooking/sourdough.md"
 
 
@@ -253,7 +254,8 @@ def test_mcp_watch_migrates_an_older_index_first(tmp_path, shared_embedder):
 
     found, tagged, status = session(db, body, "--watch", str(vault))
     assert not found.is_error and found.structured_content["hits"][0]["path"] == "a.md"
-    assert tagged[0]["path"] == "a.md" and status.structured_content["schema"] == "4"
+    assert tagged[0]["path"] == "a.md"
+    assert status.structured_content["schema"] == str(SCHEMA_VERSION)
 
 
 def test_status_reports_a_failing_watch(tmp_path, shared_embedder):

@@ -134,9 +134,10 @@ def test_copy_carries_the_facts_both_ways(both, pg_server, tmp_path):
 
 
 def _as_schema_three(url: str) -> None:
-    """Undo migration 4 on a fresh index, as a schema written before it would be."""
+    """Undo migrations 5 and 4 on a fresh index, as a schema written before them would be."""
     conn = pg_schema.connect(url)
     conn.execute("""
+        ALTER TABLE documents DROP COLUMN read_ns;
         DROP TABLE links; DROP TABLE tags;
         ALTER TABLE documents DROP COLUMN date, DROP COLUMN date_source;
         ALTER TABLE chunks DROP COLUMN english;
@@ -161,7 +162,8 @@ def test_migration_fills_links_tags_and_dates_without_re_embedding(pg_server, tm
         stats = ix.index_paths([vault])
     assert counting.texts == [] and stats.unchanged == NOTES and stats.new == 0
     with open_store(url) as store:
-        assert store.meta()["schema_version"] == "4" and "vault_refresh" not in store.meta()
+        assert store.meta()["schema_version"] == str(pg_schema.SCHEMA_VERSION)
+        assert "vault_refresh" not in store.meta()
         assert store.tag_counts() == EXPECTED["tags"]
         assert store.language_share()[1] == store.chunk_count()
         assert store.integrity() == "ok"

@@ -215,9 +215,10 @@ def test_english_only_notes_do_not_warn(tmp_path, vault, shared_embedder):
 
 
 def _as_schema_three(db) -> None:
-    """Undo migration 4 on a fresh index, as a file written before it would be."""
+    """Undo migrations 5 and 4 on a fresh index, as a file written before them would be."""
     conn = sqlite_file.connect(db)
     conn.executescript("""
+        ALTER TABLE documents DROP COLUMN read_ns;
         DROP TABLE links; DROP TABLE tags;
         ALTER TABLE documents DROP COLUMN date; ALTER TABLE documents DROP COLUMN date_source;
         ALTER TABLE chunks DROP COLUMN english;
