@@ -97,6 +97,11 @@ class IdentityMismatchError(IncompatibleIndexError):
                          f"{ours!r}; rebuild it with `{fix}` or use another --db", fix)
 
 
+class ReadOnlyStoreError(StoreError):
+    """The index can be read but not written (permissions, `chattr +i`, a read-only
+    mount)."""
+
+
 class StoreBusyError(StoreError):
     """Another process holds the database's write lock."""
 

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from brainbot.errors import IndexStopped
+from brainbot.errors import IndexStopped, ReadOnlyStoreError
 from brainbot.notes import files as notes
 from brainbot.notes import language
 from brainbot.store.interface import NewChunk, NewDocument
@@ -263,6 +263,7 @@ class Indexer:
         """Remove every document of a folder that no longer exists."""
         path = Path(root).absolute().as_posix()
         self._index_documents(path, iter(()), None, self.store.known_documents(path))
+        self.store.add_folder_roots(())  # the forgotten root leaves folder_roots
         return self.finish()
 
     def finish(self) -> IndexStats:
@@ -419,7 +420,12 @@ class Indexer:
         phase."""
         self._check_stop()
         with _timed(self.stats.stages, "write"):
-            self._write(pending, known)
+            try:
+                self._write(pending, known)
+            except ReadOnlyStoreError:
+                if pending.batch or pending.refreshed:
+                    raise
+                return  # only re-read times to record: the next run re-hashes those files
         for item in pending.batch:
             if known.get(item.doc.relpath):
                 self.stats.updated += 1

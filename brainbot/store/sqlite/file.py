@@ -29,6 +29,7 @@ from brainbot.errors import (
     NoIndexError,
     NotAnIndexError,
     OlderSchemaError,
+    ReadOnlyStoreError,
     StoreBusyError,
     StoreError,
 )
@@ -235,7 +236,7 @@ def translate(exc: Exception, target: Path) -> StoreError:
                               "to finish and try again")
     if ("readonly" in text or "read-only" in text
             or ("unable to open" in text and not os.access(target.parent, os.W_OK))):
-        return StoreError(f"{target} is read-only ({text}); it and its folder must be "
+        return ReadOnlyStoreError(f"{target} is read-only ({text}); it and its folder must be "
                           "writable (check permissions, `chattr -i`, the mount) or pass "
                           "another --db")
     if "disk" in text and "full" in text:
