@@ -41,7 +41,7 @@ def cmd_index(args) -> int:
     from brainbot.index.freshness import missing_root_line, missing_roots
     from brainbot.index.indexer import Indexer
 
-    from .cli_progress import progress_printer
+    from .render import progress_printer
 
     if not args.paths and not args.prune:
         raise InputError("give the folders or files to index (or --prune alone)")

@@ -1,4 +1,5 @@
-"""Turning results into text for a terminal: snippets, highlighting, colour.
+"""Turning results into text for a terminal: snippets, highlighting, colour, and the
+progress bars `brainbot index` draws from the indexer's callbacks.
 
 Colour only when the stream is a TTY and ``NO_COLOR`` is unset (https://no-color.org).
 This module formats; it never decides what to show.
@@ -9,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Callable
 
 SNIPPET_CHARS = 240
 
@@ -127,3 +129,26 @@ def _fmt(value) -> str:
     if isinstance(value, float):
         return f"{value:.4f}"
     return str(value)
+
+
+def progress_printer(stream=None, unit: str = "file") -> Callable[[int, int], None] | None:
+    """A tqdm progress bar with ETA when ``stream`` (stderr) is a terminal, else None.
+    It is called with (done, total): ``unit="chunk"`` for the semantic phase."""
+    stream = stream or sys.stderr  # looked up now: tests and tools swap sys.stderr
+    if not stream.isatty():
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    bar = {"bar": None}
+
+    def update(done: int, total: int) -> None:
+        if bar["bar"] is None:
+            bar["bar"] = tqdm(total=total, unit=unit, file=stream, leave=False,
+                              mininterval=0.5, desc="embedding" if unit == "chunk" else None)
+        bar["bar"].update(max(0, done - bar["bar"].n))
+        if done >= total:
+            bar["bar"].close()
+
+    return update

@@ -91,6 +91,12 @@ def test_every_unit_is_documented_once():
     assert set(levels) - units == set(), "ARCHITECTURE.md lists units that do not exist"
 
 
+def test_the_top_level_holds_at_most_eight_modules():
+    """The stages live in packages; only the programs' front doors stay at the top."""
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(top) <= 8, top
+
+
 def test_imports_never_go_up():
     levels = documented_levels()
     upward = [f"{m} ({levels[unit_of(m)]}) imports {d} ({levels[unit_of(d)]})"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import io
 
-from brainbot.cli_progress import progress_printer
 from brainbot.index.indexer import Indexer
+from brainbot.render import progress_printer
 
 
 class Terminal(io.StringIO):

@@ -139,7 +139,7 @@ class Indexer:
     store's writer lock is held from enter to exit, except while the semantic phase runs
     the model (it is taken again for each batch's write). Progress is only reported:
     ``progress(done, total)`` per file, ``embed_progress(done, total)`` per chunk; the
-    caller draws it (the CLI's bars are ``cli_progress``)."""
+    caller draws it (the CLI's bars are ``render.progress_printer``)."""
 
     embed_chunks: int | None = None  # chunks per semantic batch; None: EMBED_CHUNKS
 
