@@ -49,7 +49,7 @@ def fake_vectors(n: int, rng) -> np.ndarray:
 def build_synthetic(db: Path, chunks: int, seed: int = 7) -> None:
     """An index of ``chunks`` synthetic chunks, 10 per document, through the store."""
     from brainbot.store.identity import current
-    from brainbot.store.interface import NewChunk, NewDocument
+    from brainbot.store.records import NewChunk, NewDocument
     from brainbot.store.target import open_store
     from brainbot.text import lexical
     from brainbot.text.chunking import Chunk

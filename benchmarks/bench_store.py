@@ -45,8 +45,8 @@ sys.path.insert(0, str(HERE.parent))
 
 from brainbot.search.searcher import Searcher  # noqa: E402
 from brainbot.store.identity import IndexIdentity  # noqa: E402
-from brainbot.store.interface import NewChunk, NewDocument  # noqa: E402
 from brainbot.store.pg import legs as pg_legs  # noqa: E402
+from brainbot.store.records import NewChunk, NewDocument  # noqa: E402
 from brainbot.store.target import open_store  # noqa: E402
 from brainbot.text import lexical  # noqa: E402
 

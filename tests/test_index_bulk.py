@@ -11,7 +11,7 @@ import pytest
 
 from brainbot.index import indexer as ix
 from brainbot.index.indexer import Indexer
-from brainbot.store.interface import NewChunk, NewDocument
+from brainbot.store.records import NewChunk, NewDocument
 from brainbot.store.sqlite import file as sf
 from brainbot.store.target import open_store
 from brainbot.text import lexical
@@ -84,7 +84,7 @@ def test_changes_in_one_batch_keep_postings_and_df_exact(tmp_path, monkeypatch):
 
 
 def _doc(path: str, text: str) -> NewDocument:
-    from brainbot.store.interface import now_iso  # noqa: F401 - the store stamps it
+    from brainbot.store.records import now_iso  # noqa: F401 - the store stamps it
     from brainbot.text.chunking import chunk_text
     from brainbot.text.tokens import TokenCounter
 

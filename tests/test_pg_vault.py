@@ -18,8 +18,8 @@ from brainbot.errors import OlderSchemaError
 from brainbot.index.copying import copy_index
 from brainbot.index.indexer import Indexer
 from brainbot.search.searcher import Searcher
-from brainbot.store.interface import Filter
 from brainbot.store.pg import schema as pg_schema
+from brainbot.store.records import Filter
 from brainbot.store.target import open_store
 
 pytestmark = pytest.mark.postgres

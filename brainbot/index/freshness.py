@@ -30,7 +30,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from brainbot.store.interface import DocumentRow, Store
+from brainbot.store.interface import Store
+from brainbot.store.records import DocumentRow
 
 _HASH_BLOCK = 1 << 20
 SAME, CHANGED, GONE, UNKNOWN = "same", "changed", "gone", "unknown"

@@ -38,7 +38,7 @@ import numpy as np
 from brainbot.errors import IndexStopped, ReadOnlyStoreError
 from brainbot.notes import files as notes
 from brainbot.notes import language
-from brainbot.store.interface import NewChunk, NewDocument
+from brainbot.store.records import NewChunk, NewDocument
 from brainbot.store.target import is_url, open_store
 from brainbot.text import documents, lexical
 from brainbot.text.documents import Chunked, Document

@@ -17,7 +17,8 @@ import re
 from dataclasses import dataclass
 
 from brainbot.errors import InputError, NotFoundError
-from brainbot.store.interface import DocumentRow, Store
+from brainbot.store.interface import Store
+from brainbot.store.records import DocumentRow
 
 _TARGET = re.compile(r"^(?P<path>.+?)(?::(?P<line>\d+)(?::(?P<count>\d+))?)?$")
 CHUNK_ID = re.compile(r"^[0-9a-f]{16}$")

@@ -20,7 +20,8 @@ import numpy as np
 
 from brainbot.errors import InputError, NotFoundError
 from brainbot.index import freshness
-from brainbot.store.interface import ChunkRow, DocumentRow, Store
+from brainbot.store.interface import Store
+from brainbot.store.records import ChunkRow, DocumentRow
 
 METHODS = ("max", "mean")
 DEFAULT_METHOD = "mean"

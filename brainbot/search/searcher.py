@@ -22,7 +22,8 @@ from brainbot.errors import InputError
 from brainbot.index import freshness
 from brainbot.kernel import native as kernel
 from brainbot.notes import language
-from brainbot.store.interface import DocumentRow, Filter, Store
+from brainbot.store.interface import Store
+from brainbot.store.records import DocumentRow, Filter
 from brainbot.store.target import open_store
 from brainbot.text import lexical
 

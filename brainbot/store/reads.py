@@ -34,15 +34,10 @@ from contextlib import AbstractContextManager
 import numpy as np
 
 from .identity import new_index_id
-from .interface import (
+from .records import ChunkRow, DocState, DocumentRow, Filter, LinkRow, NewDocument
+from .rows import (
     CHUNK_COLUMNS,
     DOC_COLUMNS,
-    ChunkRow,
-    DocState,
-    DocumentRow,
-    Filter,
-    LinkRow,
-    NewDocument,
     chunk_row,
     document_row,
     exported_facts,

@@ -30,8 +30,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from brainbot.store.interface import Filter
 from brainbot.store.lru import LRU
+from brainbot.store.records import Filter
 from brainbot.text import lexical
 
 # hnsw.ef_search is the size of the HNSW candidate list: at least the pool fusion asks

@@ -24,8 +24,9 @@ import numpy as np
 
 from brainbot.errors import StoreBusyError, StoreError
 from brainbot.store import identity as identity_mod
-from brainbot.store.interface import Filter, NewDocument, chunk_record, now_iso
 from brainbot.store.reads import chunk_records_sql, translated
+from brainbot.store.records import Filter, NewDocument, now_iso
+from brainbot.store.rows import chunk_record
 
 from . import schema as ps
 from .legs import PgLegs

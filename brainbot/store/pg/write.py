@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from brainbot.store.interface import NewDocument, fact_rows
+from brainbot.store.records import NewDocument
+from brainbot.store.rows import fact_rows
 
 _DOC_COLS = ("id", "root", "path", "sha256", "size", "mtime_ns", "title", "front_matter",
              "indexed_at", "warnings", "kind", "date", "date_source", "read_ns")

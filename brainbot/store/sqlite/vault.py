@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from brainbot.store.interface import fact_rows
 from brainbot.store.reads import SharedReads
+from brainbot.store.rows import fact_rows
 
 
 class VaultTables(SharedReads):
