@@ -224,7 +224,7 @@ def refuse_partial(searcher, modes: list[str]) -> None:
         searcher.close()
         raise PartialIndexError(
             f"{vectors:,} of {chunks:,} chunks embedded: vector and hybrid figures would be "
-            f"wrong; run `brainbot index NOTES --db {shlex.quote(str(searcher.db_path))}` to "
+            f"wrong; run `brainbot index NOTES --db {shlex.quote(str(searcher.target))}` to "
             "finish embedding, or evaluate --modes bm25")
 
 

@@ -62,7 +62,7 @@ def fake():
 
 def run(fake, searcher, question=QUESTION, **kw):
     kw.setdefault("client", fake.client())
-    return ask(question, db=searcher.db_path, searcher=searcher, **kw)
+    return ask(question, db=searcher.target, searcher=searcher, **kw)
 
 
 def index_of(body, path_prefix):
@@ -431,7 +431,7 @@ def test_connection_error_is_one_line(searcher):
 
     dead = anthropic.Anthropic(base_url="http://127.0.0.1:9", api_key="k", max_retries=0)
     with pytest.raises(AnswerError) as err:
-        ask(QUESTION, db=searcher.db_path, searcher=searcher, client=dead)
+        ask(QUESTION, db=searcher.target, searcher=searcher, client=dead)
     assert str(err.value).startswith("cannot reach the Anthropic API")
 
 
@@ -463,7 +463,7 @@ def test_key_only_in_the_auth_header(fake, examples_db, monkeypatch, capsys, cap
 
 def test_without_a_key_the_answer_is_extractive(searcher, monkeypatch, tmp_path):
     no_credentials(monkeypatch, tmp_path)
-    answer = ask(QUESTION, db=searcher.db_path, searcher=searcher)
+    answer = ask(QUESTION, db=searcher.target, searcher=searcher)
     assert answer.mode == "extractive" and not answer.refused and answer.steps == 0
     assert format_answer(answer).startswith("extractive answer (no API key)")
 

@@ -143,7 +143,7 @@ class Indexer:
 
     embed_chunks: int | None = None  # chunks per semantic batch; None: EMBED_CHUNKS
 
-    def __init__(self, db_path, *, precision: str = "fp32", embedder=None, params=None,
+    def __init__(self, target, *, precision: str = "fp32", embedder=None, params=None,
                  rebuild: bool = False, progress: Callable[[int, int], None] | None = None,
                  stop=None, embed: bool = True,
                  embed_progress: Callable[[int, int], None] | None = None,
@@ -152,7 +152,7 @@ class Indexer:
         from brainbot.text.chunking import ChunkParams
         from brainbot.text.tokens import TokenCounter
 
-        self.db_path = db_path
+        self.target = target  # the --db target: a path or a postgresql:// URL
         self.params = params or ChunkParams()
         self.identity = current(precision, self.params)
         self.precision = precision
@@ -173,7 +173,7 @@ class Indexer:
     # -- lifecycle -------------------------------------------------------------------
     def __enter__(self) -> Indexer:
         self._salvaged = self._salvage() if self.rebuild else {}
-        self.store = open_store(self.db_path, write=True, identity=self.identity,
+        self.store = open_store(self.target, write=True, identity=self.identity,
                                 rebuild=self.rebuild)
         try:
             self.store.record_identity(self.identity)
@@ -201,7 +201,7 @@ class Indexer:
         then embeds only text it has not seen."""
         from brainbot.store.sqlite.salvage import reusable_vectors
 
-        return {} if is_url(self.db_path) else reusable_vectors(self.db_path, self.identity)
+        return {} if is_url(self.target) else reusable_vectors(self.target, self.identity)
 
     def _release(self) -> None:
         """Close the store: the writer lock is free while the model runs."""
@@ -215,7 +215,7 @@ class Indexer:
         while True:
             self._check_stop()
             try:
-                self.store = open_store(self.db_path, write=True, identity=self.identity)
+                self.store = open_store(self.target, write=True, identity=self.identity)
                 return
             except StoreBusyError:
                 time.sleep(LOCK_RETRY_SECONDS)

@@ -87,7 +87,7 @@ class Searcher:
 
     def __init__(self, db, *, embedder=None, precision: str | None = None,
                  store: Store | None = None):
-        self.db_path = db
+        self.target = db  # the --db target: a path or a postgresql:// URL
         self.store = store or open_store(db)
         self.meta = self.store.meta()
         self.precision = precision
