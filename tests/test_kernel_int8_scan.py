@@ -157,6 +157,7 @@ def test_the_sqlite_vector_leg_scans_int8_with_the_f32_answer(examples_db, monke
     from brainbot.store.target import open_store
 
     monkeypatch.setattr(int8_scan, "POOL", 8)
+    monkeypatch.setattr(arrays, "INT8_AFTER_SCANS", 0)
     with open_store(examples_db) as store:
         index = store.index
         index.sync(store.generation())
@@ -175,3 +176,32 @@ def test_the_sqlite_vector_leg_scans_int8_with_the_f32_answer(examples_db, monke
                 np.testing.assert_array_equal(gi, wi)
                 np.testing.assert_array_equal(gs, ws)
         assert index.int8 is not None and index.int8.stats["proved"] > 0, index.int8.stats
+
+
+def test_the_int8_copy_is_made_only_once_enough_queries_ask(examples_db, monkeypatch):
+    """A one-shot query scans f32 (the copy would cost more than it saves); from the
+    (INT8_AFTER_SCANS + 1)-th vector query of a generation on, the int8 copy answers,
+    with the same ids and scores; a new generation drops it and counts again."""
+    from brainbot.kernel import int8_scan
+    from brainbot.store.sqlite import arrays
+    from brainbot.store.target import open_store
+
+    monkeypatch.setattr(int8_scan, "POOL", 8)
+    monkeypatch.setattr(arrays, "INT8_SCAN_MIN_ROWS", 0)
+    monkeypatch.setattr(arrays, "INT8_AFTER_SCANS", 3)
+    with open_store(examples_db) as store:
+        index = store.index
+        index.sync(store.generation())
+        m = index.ensure_matrix()
+        rng = np.random.default_rng(5)
+        queries = unit(m[rng.integers(0, len(m), 6)] + 0.2 * rng.standard_normal((6, m.shape[1])))
+        want = [K.cosine_topk(m, np.ascontiguousarray(q.reshape(1, -1)), 3) for q in queries]
+        for round_ in range(2):
+            for i, q in enumerate(queries):
+                ids, scores = index.cosine(q, 3)
+                assert (index.int8 is not None) == (i >= 3), (round_, i)
+                np.testing.assert_array_equal(scores, want[i][1][0])
+                np.testing.assert_array_equal(ids, index.rowids[want[i][0][0]])
+            assert index.int8.stats["proved"] + index.int8.stats["widened"] > 0
+            assert index.sync(index.generation + 1)  # as after an index commit
+            assert index.int8 is None and index.f32_scans == 0

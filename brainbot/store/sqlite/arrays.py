@@ -24,10 +24,18 @@ from brainbot.store.lru import LRU
 from brainbot.text import lexical
 
 POSTINGS_CACHE_TERMS = 50_000  # a long-lived server must not cache a whole vocabulary
-# From this many chunks on, the vector leg scans an int8 copy of the matrix (made at
-# load) and proves the f32 top-k from it (kernel/int8_scan.py): the same ids and scores
-# as the f32 scan. README "Search kernels" has the measurement behind the number.
+# From this many chunks on, the vector leg scans an int8 copy of the matrix and proves
+# the f32 top-k from it (kernel/int8_scan.py): the same ids and scores as the f32 scan.
+# README "Search kernels" has the measurement behind the number.
 INT8_SCAN_MIN_ROWS = 20_000
+# The copy is made in memory, and making it costs what ~24 int8 scans save over f32
+# ones (100k x 384: copy 120 ms CPU, f32 scan 11.4 ms, int8 6.4 ms; 20k: 23 / 2.9 / 2.5;
+# in a fresh `brainbot query` process the int8 copy added 250-340 ms CPU at 100k:
+# README "Search kernels"). So the f32 scan answers the first INT8_AFTER_SCANS vector
+# queries of each loaded generation (a one-shot query never pays for the copy), and a
+# process that keeps asking (mcp, serve, watch, an eval) then makes it once: the rule
+# of ski rental, never more than about twice the cheaper of the two choices.
+INT8_AFTER_SCANS = 24
 
 
 def _empty(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -50,7 +58,8 @@ class KernelIndex:
         self.avgdl = 1.0
         self._postings: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._masks: LRU = LRU()  # bounded: one N-byte mask a distinct filter
-        self.int8: Int8Scan | None = None  # made from the matrix when first needed
+        self.int8: Int8Scan | None = None  # made from the matrix once it pays
+        self.f32_scans = 0  # vector queries of this generation the f32 scan answered
 
     # -- loading ---------------------------------------------------------------------
     def sync(self, generation: int) -> bool:
@@ -69,7 +78,7 @@ class KernelIndex:
         self._masks.clear()
         if old_matrix is not None:
             self.matrix = self._refreshed(old_ids, old_written, old_matrix, old_embedded)
-        self.int8 = None
+        self.int8, self.f32_scans = None, 0
         self.generation = generation
         return True
 
@@ -170,13 +179,21 @@ class KernelIndex:
             allowed = self.embedded.astype(np.uint8)
             mask = allowed if mask is None else (allowed & mask)
         query = np.ascontiguousarray(np.asarray(qvec, np.float32).reshape(1, -1))
-        if len(matrix) >= INT8_SCAN_MIN_ROWS and self.kernel.backend().startswith("c/"):
+        if self._int8_pays(len(matrix)):
             if self.int8 is None:
                 self.int8 = Int8Scan(self.kernel, matrix)
             pos, scores = self.int8.topk(matrix, query, n, mask)
         else:
+            self.f32_scans += 1
             pos, scores = self.kernel.cosine_topk(matrix, query, n, mask=mask)
         return self._ids(pos[0]), scores[0]
+
+    def _int8_pays(self, rows: int) -> bool:
+        """Scan int8 (the f32 answer, proved): big enough, the C kernel, and either the
+        copy made already or this generation's f32 scans past INT8_AFTER_SCANS."""
+        if rows < INT8_SCAN_MIN_ROWS or not self.kernel.backend().startswith("c/"):
+            return False
+        return self.int8 is not None or self.f32_scans >= INT8_AFTER_SCANS
 
     def _ids(self, pos: np.ndarray) -> np.ndarray:
         ok = pos >= 0
