@@ -39,18 +39,20 @@ class Int8Scan:
         self.scale_max = float(self.scales.max()) if len(self.scales) else 0.0
         self.stats = {"proved": 0, "widened": 0, "f32": 0}  # how queries were answered
 
-    def topk(self, matrix: np.ndarray, query: np.ndarray, k: int, mask=None):
-        """The f32 kernel's cosine_topk(matrix, query [1, d], k, mask), via int8."""
+    def topk(self, matrix: np.ndarray, query: np.ndarray, k: int, mask=None, threads=0):
+        """The f32 kernel's cosine_topk(matrix, query [1, d], k, mask), via int8;
+        ``threads`` as the kernels take it (0 = their rule)."""
         first = max(POOL, 16 * k, len(matrix) // 128)
         for pool in (first, first * 4):
             ids, scores = self.kern.cosine_topk_int8(
-                self.codes, self.scales, matrix, query, pool, pool=pool, mask=mask
+                self.codes, self.scales, matrix, query, pool, pool=pool, mask=mask,
+                threads=threads,
             )
             if ids[0, -1] < 0 or self.proves(query[0], ids[0], scores[0], k):
                 self.stats["proved" if pool == first else "widened"] += 1
                 return ids[:, :k].copy(), scores[:, :k].copy()
         self.stats["f32"] += 1
-        return self.kern.cosine_topk(matrix, query, k, mask=mask)
+        return self.kern.cosine_topk(matrix, query, k, mask=mask, threads=threads)
 
     def proves(self, q: np.ndarray, pool_ids: np.ndarray, exact: np.ndarray, k: int) -> bool:
         """True when no row outside the pool (all of it eligible and full) can reach the

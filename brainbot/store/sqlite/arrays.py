@@ -20,6 +20,7 @@ import numpy as np
 
 from brainbot.kernel import native as kernel
 from brainbot.kernel.int8_scan import Int8Scan
+from brainbot.kernel.load import scan_threads
 from brainbot.store.lru import LRU
 from brainbot.text import lexical
 
@@ -196,10 +197,12 @@ class KernelIndex:
         if self._int8_pays(len(matrix)):
             if self.int8 is None:
                 self.int8 = Int8Scan(self.kernel, matrix)
-            pos, scores = self.int8.topk(matrix, query, n, mask)
+            pos, scores = self.int8.topk(matrix, query, n, mask,
+                                         threads=scan_threads(self.int8.codes.nbytes))
         else:
             self.f32_scans += 1
-            pos, scores = self.kernel.cosine_topk(matrix, query, n, mask=mask)
+            pos, scores = self.kernel.cosine_topk(matrix, query, n, mask=mask,
+                                                  threads=scan_threads(matrix.nbytes))
         return self._ids(pos[0]), scores[0]
 
     def _int8_pays(self, rows: int) -> bool:
