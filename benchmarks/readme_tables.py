@@ -166,7 +166,8 @@ def _parallel_rows(sp: dict | None) -> list[str]:
             f"word-sum token counts), {sp['machine']['cpu']}, load average "
             f"{sp['machine']['load_average_1min']}.", "",
             _table(["vault", "files", "MB", "chunks", "mode", "s", "chunks/s", "MB/s"], rows),
-            "", f"Stages of one serial pass over the big vault: {stages}."]
+            "", f"Stages of one serial pass over the big vault: {stages}."
+            + (f" {sp['note']}" if sp.get("note") else "")]
 
 
 def first_run_section() -> str:
@@ -212,10 +213,161 @@ def search_section() -> str:
     if not s or not s.get("markdown"):
         return ""
     # bench_search.py renders its own tables (it knows which rows it verified and timed)
+    zen1 = search_zen1_section()
     return ("### Search kernels\n`python benchmarks/bench_search.py` — random L2-normalised "
             "vectors and a synthetic Zipfian BM25 corpus, fixed seeds; every engine's results "
             "are checked against the numpy reference before it is timed; engines timed "
-            "round-robin in one process.\n\n" + s["markdown"].replace("\n### ", "\n#### "))
+            "round-robin in one process.\n\n" + s["markdown"].replace("\n### ", "\n#### ")
+            + ("\n\n" + zen1 if zen1 else ""))
+
+
+def _ratio(x) -> str:
+    return f"{x:.2f}"
+
+
+def search_zen1_section() -> str:
+    """Issue #24 on the Zen 1 host: search_zen1_loaded.json (its --cutoff), search_1core.json,
+    search_app.json (the app's vector leg) and search_zen1_session.json (session scripts)."""
+    loaded, one, app = _load("search_zen1_loaded.json"), _load("search_1core.json"), \
+        _load("search_app.json")
+    ses = _load("search_zen1_session.json")
+    if not loaded or not ses:
+        return ""
+    mc = loaded["machine"]
+    smt = "none" if not mc.get("smt_siblings") else ", ".join(mc["smt_siblings"])
+    text = [
+        "#### Issue #24 on a second host: Zen 1, oversubscribed", "",
+        f"The tables above are from the quiet Zen 4 host. The figures below are from "
+        f"{ses['cpu']} (`{mc['cpu']}`, {mc['usable_cpus']} usable CPUs, SMT siblings from "
+        f"sysfs: {smt}; `lscpu -e` shows CORE 0 and CORE 1 with separate L1/L2, one L3). That "
+        "machine was shared with other jobs throughout (load averages below), so wall times "
+        "there are scheduling noise; the comparisons use per-call CPU time, builds raced in the "
+        "same interleaved rounds.", "",
+        "**The f32 one-query scan is memory-bound there, and stays as it was.** "
+        f"`{ses['f32_variants']['command']}`; the same race is `bench_search.py --anchor "
+        "OLD.so`:", "",
+        _table(["f32 one-query scan", "CPU time vs current"], ses["f32_variants"]["rows"]), "",
+        "Interleaving two rows costs the same with either accumulator order: it is the two read "
+        "streams, not the arithmetic. None of the variants was kept (`csrc/simd_avx2.c` "
+        "records them).", "",
+        "**Float bits.** The AVX2+FMA path fuses each multiply-add; the scalar twin (any CPU "
+        "without AVX2/FMA, or `BRAINBOT_SIMD=scalar`) rounds the product and the sum "
+        "separately. So their f32 cosine scores agree to rounding (~1e-7), **not bit for "
+        "bit**, and a near-tie may order differently across CPUs. Within one path, scores are "
+        "bit-identical for any thread count, with or without a mask, and equal rows score "
+        "equal (tests/test_kernel.py)."]
+    text += _cutoff_part(loaded) + _one_core_part(one) + _app_part(app, ses)
+    return "\n".join(text)
+
+
+def _cutoff_part(loaded: dict) -> list[str]:
+    rows = [[f"{r['n']:,}", f"{r['f32_mb']:.1f}", f"{r['f32_t1_ms']:.3f}",
+             f"{r['f32_t2_ms']:.3f}", f"{r['f32_t2_over_t1']:.2f}", f"{r['int8_t1_ms']:.3f}",
+             f"{r['int8_t2_ms']:.3f}", f"{r['int8_t2_over_t1']:.2f}",
+             f"{r['auto_threads_f32']} / {r['auto_threads_int8']}", f"{r['loadavg']:.1f}"]
+            for r in loaded["cutoff"]["rows"]]
+    return ["", "**When a second thread pays.** `bench_search.py --cutoff` (one query, 1 vs 2 "
+            "threads raced round-robin; median ms; `benchmarks/results/search_zen1_loaded.json`):",
+            "", _table(["N", "f32 MB", "f32 1 thread", "f32 2 threads", "2 / 1",
+                        "int8 1 thread", "int8 2 threads", "2 / 1", "auto picks f32 / int8",
+                        "load avg"], rows), "",
+            "On a machine whose both cores are busy, a second thread waits for a core. The "
+            "kernel's own rule (12 MB, `csrc/dispatch.c`) was measured on quiet hosts, so the "
+            "app asks for one thread for scans below 32 MB while the 1-minute load average is "
+            "at least the CPU count (`brainbot/kernel/load.py`; above 32 MB two threads still "
+            "paid under load, here and through `brainbot mcp` at 100k chunks)."]
+
+
+def _one_core_part(one: dict | None) -> list[str]:
+    if not one:
+        return []
+    rows = []
+    for sec in one["cosine"]:
+        eng = {e["engine"]: e for e in sec["single"] if e["threads"] == 1}
+        f32, np_, i8 = (eng.get(n) for n in ("brainbot C f32", "numpy (matmul+argpartition)",
+                                              "brainbot C int8+rescore"))
+        if f32 and np_ and i8:
+            rows.append([f"{sec['n']:,}", _ratio(f32["x_bound"]), _ratio(np_["ms"] / f32["ms"]),
+                         _ratio(i8["x_bound"])])
+    load = one["machine"]["loadavg_start"][0], one["machine"]["loadavg_end"][0]
+    return ["", "One core (`taskset -c 0 python benchmarks/bench_search.py --threads 1`, load "
+            f"average {load[0]:.0f} to {load[1]:.0f}; `benchmarks/results/search_1core.json`), "
+            "median ms as ratios (numpy's OpenBLAS still starts 2 threads on the one CPU "
+            "there):", "",
+            _table(["N", "C f32 / one-thread streaming read", "numpy / C f32",
+                    "C int8 + rescore / read"], rows)]
+
+
+def _app_part(app: dict | None, ses: dict) -> list[str]:
+    text = ["", "**The app's vector leg scans int8 from 50,000 chunks on, with the f32 answer.** "
+            "`brainbot/kernel/int8_scan.py` (used by `store/sqlite/arrays.py`): the int8 kernel "
+            "ranks every row, rescores a pool of max(2048, 16 k, n / 128) rows in exact f32, and "
+            "then *proves* that the pool holds the f32 top-k: a row outside the pool ranks at "
+            "most t in int8 (the int8 value of the pool's lowest rows), so its exact score is at "
+            "most t + |x|_1 s_q / 2 + |q^|_1 s_x / 2 plus float rounding (s: the int8 scales). "
+            "When that is below the k-th exact score in the pool, strictly, no row outside can "
+            "enter or tie into the top-k, so the ids, the scores (bit for bit) and the order of "
+            "ties are the f32 scan's. Otherwise the pool grows 4x once, then the f32 scan "
+            "answers. The int8 copy is made in memory (not stored in the file) once a loaded "
+            "index has answered `INT8_AFTER_SCANS` (24) vector queries with the f32 scan, and "
+            "dropped when the index changes: a one-shot `brainbot query` never pays for it. "
+            "Tests: `tests/test_kernel_int8_scan.py`."]
+    if app:
+        text += _app_tables(app)
+    m, nf = ses["int8_leg_1m"], ses["nfcorpus_proof"]
+    text += ["", f"At 1M x 384 (`{m['command']}`): k = 100: numpy {m['k100']['numpy']}, f32 scan "
+             f"{m['k100']['f32']}, int8 + proof {m['k100']['int8']} ms; k = 10: "
+             f"{m['k10']['numpy']} / {m['k10']['f32']} / {m['k10']['int8']}; "
+             f"{m['proved_first_pool']} queries proved by the first pool; the copy "
+             f"{m['copy_s']} s CPU. NFCorpus (`{nf['command']}`): {nf['queries']} test queries, "
+             f"int8 forced on, pools {nf['pools']} rows (k = 10 / 50): {nf['identical']} of "
+             f"{nf['answers']} answers identical to the f32 scan, ids and scores, "
+             f"{nf['proved']} proved. NFCorpus itself is below the 50,000 cut-off.", "",
+             "**`make asan`** builds the C core with `-fsanitize=address,undefined,"
+             "float-cast-overflow` into `build/asan/` and runs `tests/test_kernel.py` against it "
+             "(`csrc/asan.py`); any report fails the run."]
+    return text
+
+
+def _app_tables(app: dict) -> list[str]:
+    copy = [[f"{int(n):,}", r["copy"]["load_vectors_ms"], r["copy"]["copy_ms"],
+             r["copy"]["f32_scan_ms"], r["copy"]["int8_scan_ms"],
+             r["copy"]["pays_after_queries"] or "never"] for n, r in app["sizes"].items()]
+    cold = []
+    for n, r in app["sizes"].items():
+        for mode in ("hybrid", "vector"):
+            c = r["cold"][mode]
+            first, rule = (c[k] for k in c if k != "paired_cpu_diff_ms")
+            cold.append([f"{int(n):,}", mode, f"{first['cpu_ms']:.0f} ({first['wall_ms']:.0f})",
+                         f"{rule['cpu_ms']:.0f} ({rule['wall_ms']:.0f})",
+                         f"{c['paired_cpu_diff_ms']:+.0f}",
+                         f"{r['cold']['load_start']:.1f} / {r['cold']['load_max']:.1f}"])
+    mcp = app["mcp"]
+    st = [[name, v["cpu_50_ms"], v["cpu_95_ms"], v["wall_50_ms"], v["wall_95_ms"]]
+          for name, v in mcp["stages"].items()]
+    cut = [[f"{r['n']:,}", r["f32_ms"], r["int8_ms"], f"{r['int8_over_f32']:.2f}"]
+           for r in app.get("cut_off", [])]
+    return ["", f"`{app['command']}` ({app['cpu']}). Where int8 starts to pay (random unit "
+            "rows, one query, k = 100, one thread, CPU ms, medians; `INT8_SCAN_MIN_ROWS`):", "",
+            _table(["rows", "f32 scan", "int8 scan + proof", "int8 / f32"], cut), "",
+            "On synthetic indexes (random unit vectors, written through the store), in one "
+            "process, CPU ms (median; scans k = 100, the search pool):", "",
+            _table(["chunks", "load vectors", "int8 copy", "f32 scan", "int8 scan + proof",
+                    "copy pays after queries"], copy), "",
+            "`brainbot query` as whole processes, interleaved, CPU ms (wall ms) medians: the "
+            "copy made at the first query against the rule above, and the median paired "
+            "difference:", "",
+            _table(["chunks", "mode", "copy at the 1st query", "f32 (the rule)",
+                    "CPU difference ms", "load start / max"], cold), "",
+            f"Warm MCP `search` at {mcp['chunks']:,} chunks (the official client over stdio, "
+            f"hybrid, {mcp['queries']} queries after 5 warm-ups): client p50 "
+            f"{mcp['client_p50_ms']} ms, p95 {mcp['client_p95_ms']} ms, load average "
+            f"{mcp['load_start']:.1f} to {mcp['load_end']:.1f} on {app['cpus']} CPUs; garbage "
+            f"collections during the measured searches: {mcp['gc_runs_in_measured_searches']}. "
+            "Stages inside the server (thread CPU and wall ms; tool = the tool's body, search = "
+            "the Searcher call in it, embed = the query embedding, bm25 = the BM25 leg, scan = "
+            "the vector scan; the rest of the client's time is the MCP SDK's, both ends):",
+            "", _table(["stage", "CPU p50", "CPU p95", "wall p50", "wall p95"], st)]
 
 
 def index_section() -> str:
@@ -305,7 +457,7 @@ def coldstart_section() -> str:
         "Where a hybrid query's time goes, stage by stage in one fresh process (median ms; "
         "before: d26c361 in the branch's run; "
         "\"session\" now includes finding and checking the pre-optimized graph, see "
-        "`brainbot/session.py`):", "", _table(["stage", "before", "now"], brk)])
+        "`brainbot/model/session.py`):", "", _table(["stage", "before", "now"], brk)])
 
 
 def serve_section() -> str:

@@ -30,12 +30,14 @@ POSTINGS_JSON = ("SELECT json_group_array(p.chunk), json_group_array(p.tf) FROM 
                  "JOIN terms t ON t.id = p.term WHERE t.term = ?")
 # From this many chunks on, the vector leg scans an int8 copy of the matrix and proves
 # the f32 top-k from it (kernel/int8_scan.py): the same ids and scores as the f32 scan.
-# README "Search kernels" has the measurement behind the number.
-INT8_SCAN_MIN_ROWS = 20_000
+# One query, k = 100, one thread, CPU time int8 / f32 on the Zen 1 host, two runs: 0.99
+# and 0.94 at 20k rows, 0.79 and 0.94 at 30k, 0.64 and 0.77 at 50k, 0.47 and 0.48 at 100k
+# (benchmarks/bench_vector_leg.py, README "Search kernels").
+INT8_SCAN_MIN_ROWS = 50_000
 # The copy is made in memory, and making it costs what ~24 int8 scans save over f32
-# ones (100k x 384: copy 120 ms CPU, f32 scan 11.4 ms, int8 6.4 ms; 20k: 23 / 2.9 / 2.5;
-# in a fresh `brainbot query` process the int8 copy added 250-340 ms CPU at 100k:
-# README "Search kernels"). So the f32 scan answers the first INT8_AFTER_SCANS vector
+# ones (100k x 384: copy 118 ms CPU, f32 scan 12.0 ms, int8 6.7 ms; in a fresh `brainbot
+# query` process the copy added 135-340 ms CPU at 100k: README "Search kernels",
+# benchmarks/bench_vector_leg.py). So the f32 scan answers the first INT8_AFTER_SCANS vector
 # queries of each loaded generation (a one-shot query never pays for the copy), and a
 # process that keeps asking (mcp, serve, watch, an eval) then makes it once: the rule
 # of ski rental, never more than about twice the cheaper of the two choices.
