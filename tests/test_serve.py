@@ -355,3 +355,61 @@ def test_the_daemon_file_lives_as_long_as_the_daemon(daemon, tmp_path):
     assert json.loads(file.read_text())["port"] == d.port
     assert d.stop() in (0, -15)
     assert not file.exists()
+
+
+@pytest.fixture(scope="module")
+def partial_daemon(tmp_path_factory, shared_embedder):
+    """A daemon of test_related's vault with one note indexed but not embedded yet."""
+    from test_related import write_vault
+
+    from brainbot.index.indexer import Indexer
+
+    root = write_vault(tmp_path_factory.mktemp("partial") / "vault")
+    db = root.parent / "p.db"
+    with Indexer(db, embedder=shared_embedder) as ix:
+        ix.index_paths([root])
+    (root / "bread" / "focaccia.md").write_text(
+        "# Focaccia\n\nOlive oil, a wet dough, dimples, rosemary and salt.\n", encoding="utf-8")
+    with Indexer(db, embedder=shared_embedder, embed=False) as ix:
+        ix.index_paths([root])
+    d = Daemon(db)
+    yield d
+    assert d.stop() in (0, -15)
+
+
+def test_api_says_partial_index_as_the_mcp_tools_do(partial_daemon):
+    """/api/search (vector, hybrid), /api/related and /api/ask carry the MCP tools'
+    partial_index line while chunks lack a vector; bm25 search does not."""
+    d = partial_daemon
+    for mode in ("hybrid", "vector"):
+        status, found = d.json("POST", "/api/search", {"query": "dough", "mode": mode})
+        assert status == 200 and found["hits"], found
+        line = found["partial_index"]
+        assert "5 of 6 chunks embedded" in line and "`brainbot index` embeds the rest" in line
+        assert "vector and hybrid results cover only the embedded chunks" in line
+        assert "\n" not in line
+        assert found["partial"] and "5 of 6" in found["partial"]  # the CLI's own note, kept
+    status, found = d.json("POST", "/api/search", {"query": "dough", "mode": "bm25"})
+    assert status == 200 and found["hits"] and "partial_index" not in found
+    status, near = d.json("GET", "/api/related?note=sourdough&k=3")
+    assert status == 200 and "5 of 6 chunks embedded" in near["partial_index"]
+    assert "related notes cover only the embedded chunks" in near["partial_index"]
+    status, answer = d.json("POST", "/api/ask", {"question": "What goes on a focaccia?"})
+    assert status == 200 and "5 of 6 chunks embedded" in answer["partial_index"]
+
+
+def test_mcp_related_over_http_says_partial_index(partial_daemon, daemon):
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def main(port):
+        async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as streams:
+            async with ClientSession(streams[0], streams[1]) as s:
+                await s.initialize()
+                return (await s.call_tool("related", {"note": "sourdough", "k": 3})
+                        ).structured_content
+
+    partial = anyio.run(main, partial_daemon.port)
+    assert "5 of 6 chunks embedded" in partial["partial_index"] and partial["related"]
+    whole = anyio.run(main, daemon.port)
+    assert "partial_index" not in whole and whole["related"]

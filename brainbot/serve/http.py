@@ -113,12 +113,15 @@ class Api:
         return await self.run(self._search, args, cli)
 
     def _search(self, args: tuple, cli: dict | None) -> dict:
-        """The hits, the partial-index note and, for the CLI, its text output."""
+        """The hits, the CLI's partial-index note (``partial``), the MCP search's
+        ``partial_index`` line and, for the CLI, its text output."""
         from brainbot.render import Style, hit_block
 
         hits = self.service.hits(*args)
         reply = {"hits": [h.to_dict() for h in hits],
                  "partial": self.service.searcher.partial_note(args[2])}
+        if args[2] != "bm25":  # as the MCP search: what a partly embedded index misses
+            reply = self.service.noted(reply)
         if isinstance(cli, dict):
             style = Style(bool(cli.get("colour")))
             reply["text"] = "\n\n".join(hit_block(i + 1, h, args[0], style)
