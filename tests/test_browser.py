@@ -196,7 +196,7 @@ def test_slash_focuses_the_search_box(driver, site):
     driver.switch_to.active_element.send_keys(Keys.ESCAPE)
 
 
-def test_a_partly_embedded_index_says_so_in_one_line(driver, site, partial_daemon):
+def test_a_partly_embedded_index_says_so_in_one_line(driver, site, partial_daemon):  # noqa: F811
     """The server's partial_index over the hits (hybrid, vector; not bm25), and in the
     related panel; a whole index shows no such line."""
     from selenium.webdriver.common.by import By

@@ -130,9 +130,14 @@ class Service:
         return self.noted(info)
 
     def ask(self, question) -> dict[str, Any]:
+        return self.noted(self.answer(question).to_dict())
+
+    def answer(self, question, k: int = 8):
+        """The Answer itself (serve renders the CLI's text from it); ``k`` chunks per
+        search, as `ask -k`."""
         from brainbot.ask.agent import ask
 
-        return self.noted(ask(question, db=self.db, searcher=self.searcher).to_dict())
+        return ask(question, db=self.db, k=k, searcher=self.searcher)
 
     def partial_index(self, what: str = "vector and hybrid results") -> str | None:
         """One line while chunks lack a vector: how many are embedded, what fills in the
