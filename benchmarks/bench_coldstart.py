@@ -142,18 +142,25 @@ def no_key(env: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def commands(db: Path, query: str, baseline: Path | None) -> dict[str, tuple[list[str], dict]]:
-    query_cmd = brainbot_cmd() + ["query", query, "--db", str(db), "-k", "10"]
+def commands(dbs: dict[str, Path], query: str, baseline: Path | None
+             ) -> dict[str, tuple[list[str], dict]]:
+    """The timed commands; ``dbs`` holds the index of "current" and of "baseline" (the
+    same file, or one the baseline's own code built when the schema moved)."""
+    def query_cmd(who: str) -> list[str]:
+        return brainbot_cmd() + ["query", query, "--db", str(dbs[who]), "-k", "10"]
+
+    def ask_cmd(who: str) -> list[str]:
+        return brainbot_cmd() + ["ask", query, "--db", str(dbs[who])]
+
     ours, theirs = child_env(None), child_env(baseline)
-    cmds = {"hybrid": (query_cmd + ["--mode", "hybrid"], ours),
-            "bm25": (query_cmd + ["--mode", "bm25"], ours)}
+    cmds = {"hybrid": (query_cmd("current") + ["--mode", "hybrid"], ours),
+            "bm25": (query_cmd("current") + ["--mode", "bm25"], ours)}
     if baseline is not None:
-        cmds["hybrid (baseline)"] = (query_cmd + ["--mode", "hybrid"], theirs)
-        cmds["bm25 (baseline)"] = (query_cmd + ["--mode", "bm25"], theirs)
-    ask_cmd = brainbot_cmd() + ["ask", query, "--db", str(db)]
-    cmds["ask, no key"] = (ask_cmd, no_key(ours))
+        cmds["hybrid (baseline)"] = (query_cmd("baseline") + ["--mode", "hybrid"], theirs)
+        cmds["bm25 (baseline)"] = (query_cmd("baseline") + ["--mode", "bm25"], theirs)
+    cmds["ask, no key"] = (ask_cmd("current"), no_key(ours))
     if baseline is not None:
-        cmds["ask, no key (baseline)"] = (ask_cmd, no_key(theirs))
+        cmds["ask, no key (baseline)"] = (ask_cmd("baseline"), no_key(theirs))
     cmds["python -c pass"] = (python_cmd("-c", "pass"), ours)
     cmds["python -c 'import numpy, onnxruntime'"] = (
         python_cmd("-c", "import numpy, onnxruntime"), ours)
@@ -278,7 +285,7 @@ print(json.dumps(out), flush=True)
 """
 
 
-def breakdown(db: Path, query: str, runs: int, envs: dict[str, dict], cwd: Path,
+def breakdown(dbs: dict[str, Path], query: str, runs: int, envs: dict[str, dict], cwd: Path,
               min_idle: float) -> dict:
     """Median seconds of each stage over ``runs`` fresh interpreters, per environment."""
     samples: dict[str, list[dict]] = {name: [] for name in envs}
@@ -286,7 +293,8 @@ def breakdown(db: Path, query: str, runs: int, envs: dict[str, dict], cwd: Path,
         for name, env in envs.items():
             wait_for_idle(min_idle)
             launched = time.time()
-            done = subprocess.run(python_cmd("-c", BREAKDOWN, str(db), query), capture_output=True,
+            done = subprocess.run(python_cmd("-c", BREAKDOWN, str(dbs[name]), query),
+                                  capture_output=True,
                                   text=True, check=True, env=env, cwd=cwd)
             finished = time.time()
             row = json.loads(done.stdout.strip().splitlines()[-1])
@@ -353,6 +361,8 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path, metavar="DIR",
                     help="also time the brainbot package in DIR (e.g. `git archive` of an "
                          "earlier commit), interleaved, under the same load")
+    ap.add_argument("--baseline-db", type=Path, metavar="DB",
+                    help="the baseline's own index, when its schema differs (default: --db)")
     ap.add_argument("--baseline-label", default="", metavar="TEXT",
                     help="what the baseline is (say, its commit), recorded in the results")
     ap.add_argument("--min-idle", type=float, default=0.9, metavar="SHARE",
@@ -369,17 +379,19 @@ def main() -> None:
     baseline = args.baseline.resolve() if args.baseline else None
     result = {"query": args.query, "db": str(db), "chunks": chunks, "runs": args.runs,
               "machine": machine(), "load_average_start": [round(x, 2) for x in os.getloadavg()]}
-    cmds = commands(db, args.query, baseline)
+    dbs = {"current": db, "baseline": (args.baseline_db or db).resolve()}
+    cmds = commands(dbs, args.query, baseline)
     result["commands"] = {k: " ".join(argv) + (" (PYTHONPATH=baseline)" if "baseline" in k else "")
                           for k, (argv, _) in cmds.items()}
     result["min_idle"] = args.min_idle
     result["whole_process"] = whole_processes(cmds, args.runs, db.parent, args.min_idle)
     envs = {"current": child_env(None)} | ({"baseline": child_env(baseline)} if baseline else {})
-    result["breakdown"] = breakdown(db, args.query, args.runs, envs, db.parent, args.min_idle)
-    result["importtime"] = {name: importtime(db, args.query, env, db.parent)
+    result["breakdown"] = breakdown(dbs, args.query, args.runs, envs, db.parent, args.min_idle)
+    result["importtime"] = {name: importtime(dbs[name], args.query, env, db.parent)
                             for name, env in envs.items()}
     if baseline:
-        result["baseline"] = {"dir": str(baseline), "label": args.baseline_label}
+        result["baseline"] = {"dir": str(baseline), "label": args.baseline_label,
+                              "db": str(dbs["baseline"])}
     if IDLE_SEEN:
         result["idle_share_before_runs"] = {
             "min": round(min(IDLE_SEEN), 3), "median": round(statistics.median(IDLE_SEEN), 3),
