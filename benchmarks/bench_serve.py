@@ -15,6 +15,12 @@
 What is not measured: the quality of these results (see `brainbot eval`).
 
     python benchmarks/bench_serve.py [--quick] [--out benchmarks/results/serve.json]
+    python benchmarks/bench_serve.py --transports|--cold [--min-idle 0.8]
+
+``--min-idle F`` (transports and cold): before each timed round, wait until the CPUs were
+at least F idle over 0.5 s (bench_coldstart.wait_for_idle, 120 s at most), so that on a
+shared machine each sample is taken in a quiet moment; the idle shares seen and the load
+averages (1, 5, 15 min) at the start and end go into the JSON.
 """
 
 from __future__ import annotations
@@ -32,6 +38,9 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_coldstart import IDLE_SEEN, wait_for_idle  # noqa: E402 - after the path
+
 VOCAB = 20_000
 WORDS_PER_CHUNK = 120
 
@@ -255,9 +264,10 @@ def _pcts(times: list[float]) -> dict:
             "p95_ms": round(float(np.percentile(times, 95)), 2), "queries": len(times)}
 
 
-def transports(db: Path, queries: int = 60) -> dict:
+def transports(db: Path, queries: int = 60, min_idle: float = 0.0) -> dict:
     """Warm hybrid search through each transport, the calls interleaved query by query
-    (the order rotating), so that the machine's noise falls on all three alike."""
+    (the order rotating), so that the machine's noise falls on all three alike; each
+    round after a quiet moment (``min_idle``)."""
     rng = np.random.default_rng(11)
     texts = [" ".join(words(rng, 6)) for _ in range(queries + 5)]
     stdio, served = StdioMcp(db), HttpServe(db)
@@ -267,6 +277,8 @@ def transports(db: Path, queries: int = 60) -> dict:
         times: dict[str, list[float]] = {name: [] for name in calls}
         for i, text in enumerate(texts):
             names = list(calls)[i % 3:] + list(calls)[:i % 3]
+            if i >= 5:
+                wait_for_idle(min_idle)
             for name in names:
                 t0 = time.perf_counter()
                 assert calls[name](text) > 0
@@ -314,7 +326,7 @@ def resident(db: Path, ns=(1, 3)) -> dict:
     return out
 
 
-def cold_query(chunks: int = 10_000, runs: int = 7) -> dict:
+def cold_query(chunks: int = 10_000, runs: int = 7, min_idle: float = 0.0) -> dict:
     """`brainbot query` as a whole new process (the console script), hybrid, --json: with
     a `brainbot serve` of the index running (the CLI sends the search there) and on a copy
     of the same index that no daemon serves (searched in-process); runs interleaved."""
@@ -332,6 +344,8 @@ def cold_query(chunks: int = 10_000, runs: int = 7) -> dict:
                 time.sleep(0.1)
             for i in range(runs + 1):
                 for name, target in (("daemon", db), ("in-process", alone))[::1 - 2 * (i % 2)]:
+                    if i:
+                        wait_for_idle(min_idle)
                     t0 = time.perf_counter()
                     subprocess.run([script, "query", "w1 w2 w30", "--db", str(target), "--json"],
                                    check=True, capture_output=True, env=server_env())
@@ -343,19 +357,36 @@ def cold_query(chunks: int = 10_000, runs: int = 7) -> dict:
                                                for k, v in times.items()}}
 
 
-def main_transports(sizes: list[int], out_path: str) -> int:
-    out = {"load_start": os.getloadavg()[0], "cpu": _cpu(), "search": {}}
+def idle_seen() -> dict:
+    """The idle shares wait_for_idle saw before the timed rounds (min, median)."""
+    if not IDLE_SEEN:
+        return {}
+    return {"idle_seen_min": round(min(IDLE_SEEN), 3),
+            "idle_seen_median": round(statistics.median(IDLE_SEEN), 3)}
+
+
+def loads() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def main_transports(sizes: list[int], out_path: str, min_idle: float = 0.0) -> int:
+    out = {"load_start": os.getloadavg()[0], "loads_start": loads(), "cpu": _cpu(),
+           "min_idle": min_idle, "search": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for n in sizes:
             db = Path(tmp) / f"s{n}.db"
             build_synthetic(db, n)
-            out["search"][str(n)] = transports(db)
+            out["search"][str(n)] = transports(db, min_idle=min_idle)
             print(f"warm search, hybrid, {n:,} chunks: {out['search'][str(n)]}", flush=True)
         out["memory_chunks"] = sizes[-1]
         out["memory"] = resident(Path(tmp) / f"s{sizes[-1]}.db")
         print(f"memory at {sizes[-1]:,} chunks: {out['memory']}", flush=True)
-    out["load_end"] = os.getloadavg()[0]
-    Path(out_path).write_text(json.dumps(out, indent=2) + "\n")
+    out["load_end"], out["loads_end"] = os.getloadavg()[0], loads()
+    out.update(idle_seen())
+    path = Path(out_path)
+    if path.exists() and "cold" in json.loads(path.read_text()):  # --cold's, kept
+        out["cold"] = json.loads(path.read_text())["cold"]
+    path.write_text(json.dumps(out, indent=2) + "\n")
     return 0
 
 
@@ -376,18 +407,23 @@ def main() -> int:
     parser.add_argument("--cold", action="store_true",
                         help="only the cold `brainbot query` with and without a daemon, "
                              "added to benchmarks/results/serve_http.json")
+    parser.add_argument("--min-idle", type=float, default=0.0,
+                        help="with --transports/--cold: wait before each timed round until "
+                             "the CPUs were this idle over 0.5 s (e.g. 0.8)")
     args = parser.parse_args()
     if args.cold:
         path = REPO / "benchmarks/results/serve_http.json"
         data = json.loads(path.read_text()) if path.exists() else {}
-        data["cold"] = {"load_start": os.getloadavg()[0], **cold_query()}
-        data["cold"]["load_end"] = os.getloadavg()[0]
+        data["cold"] = {"load_start": os.getloadavg()[0], "loads_start": loads(),
+                        "min_idle": args.min_idle, **cold_query(min_idle=args.min_idle)}
+        data["cold"]["load_end"], data["cold"]["loads_end"] = os.getloadavg()[0], loads()
+        data["cold"].update(idle_seen())
         path.write_text(json.dumps(data, indent=2) + "\n")
         print(data["cold"])
         return 0
     if args.transports:
         return main_transports([10_000] if args.quick else [10_000, 100_000],
-                               str(REPO / "benchmarks/results/serve_http.json"))
+                               str(REPO / "benchmarks/results/serve_http.json"), args.min_idle)
     out = {"load_start": os.getloadavg()[0], "search": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for n in [10_000] if args.quick else [10_000, 100_000]:

@@ -349,7 +349,31 @@ def cmd_eval(args) -> int:
     return 0
 
 
+def _daemon_ask(args) -> dict | None:
+    """What a running `brainbot serve` of this index answers (serve/client.py), or None:
+    also when a Claude answer would stream to this terminal, which the API does not."""
+    from brainbot.model.claude import may_have_credentials
+
+    if args.model or args.show_context or (
+            sys.stdout.isatty() and not args.json and may_have_credentials()):
+        return None
+    from .serve import client
+
+    return client.ask(args.db, {"question": args.text, "k": args.k, "cli": True})
+
+
 def cmd_ask(args) -> int:
+    reply = _daemon_ask(args)
+    if reply is not None:
+        note, text = reply.pop("partial", None), reply.pop("text", "")
+        reply.pop("partial_index", None)  # the API's; `ask --json` prints the Answer only
+        if note:
+            print(note, file=sys.stderr)
+        if args.json:
+            _emit_json(reply)
+        else:
+            print(text)
+        return 0
     from brainbot.ask.agent import ask
     from brainbot.ask.terminal import format_answer
     from brainbot.search.searcher import Searcher

@@ -16,7 +16,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from test_serve import Daemon
+from test_serve import Daemon, partial_daemon  # noqa: F401 - a fixture
 
 from brainbot.index.indexer import Indexer
 
@@ -194,6 +194,29 @@ def test_slash_focuses_the_search_box(driver, site):
     driver.find_element(By.TAG_NAME, "body").send_keys("/")
     assert driver.switch_to.active_element.get_attribute("id") == "q"
     driver.switch_to.active_element.send_keys(Keys.ESCAPE)
+
+
+def test_a_partly_embedded_index_says_so_in_one_line(driver, site, partial_daemon):  # noqa: F811
+    """The server's partial_index over the hits (hybrid, vector; not bm25), and in the
+    related panel; a whole index shows no such line."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    base, _ = site
+    driver.get(base + "/")
+    search(driver, "feed the sourdough starter")
+    assert not driver.find_element(By.ID, "partial").is_displayed()
+    driver.get(f"http://127.0.0.1:{partial_daemon.port}/")
+    hits = search(driver, "sourdough dough")
+    line = driver.find_element(By.ID, "partial")
+    wait(driver, lambda d: line.is_displayed())
+    assert "5 of 6 chunks embedded" in line.text and "`brainbot index`" in line.text
+    Select(driver.find_element(By.ID, "mode")).select_by_value("bm25")
+    wait(driver, lambda d: not line.is_displayed())
+    hits = search(driver, "sourdough dough")
+    hits[0].find_element(By.CSS_SELECTOR, "button.show-related").click()
+    wait(driver, lambda d: "related notes cover only the embedded chunks" in
+         d.find_element(By.ID, "related").text)
 
 
 def test_skip_reason_names_what_is_missing(monkeypatch):

@@ -116,15 +116,22 @@ def test_k_and_bad_input(indexed):
             related(store, "no such note")
 
 
-def test_partial_index_says_so_and_uses_embedded_chunks(tmp_path, shared_embedder):
-    root = write_vault(tmp_path / "vault")
-    db = tmp_path / "p.db"
-    with Indexer(db, embedder=shared_embedder) as ix:
+def partly_embedded(folder: Path, embedder) -> Path:
+    """The vault indexed in ``folder``, then one more note indexed without its vector
+    (5 of 6 chunks embedded): the index's path."""
+    root = write_vault(folder / "vault")
+    db = folder / "p.db"
+    with Indexer(db, embedder=embedder) as ix:
         ix.index_paths([root])
     (root / "bread" / "focaccia.md").write_text(
         "# Focaccia\n\nOlive oil, a wet dough, dimples, rosemary and salt.\n", encoding="utf-8")
-    with Indexer(db, embedder=shared_embedder, embed=False) as ix:
+    with Indexer(db, embedder=embedder, embed=False) as ix:
         ix.index_paths([root])
+    return db
+
+
+def test_partial_index_says_so_and_uses_embedded_chunks(tmp_path, shared_embedder):
+    db = partly_embedded(tmp_path, shared_embedder)
     with open_store(db) as store:
         report = related(store, "sourdough", k=10)
         assert "bread/focaccia.md" not in paths(report) and len(report.related) == 4

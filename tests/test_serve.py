@@ -27,13 +27,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def offline_env() -> dict:
+    """This environment without ANTHROPIC_* (no Claude: extractive answers)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC")}
+
+
 class Daemon:
     """`brainbot serve` in a child process, on a free port, stopped with SIGTERM."""
 
-    def __init__(self, db: Path, *extra: str, host: str = "127.0.0.1") -> None:
+    def __init__(self, db: Path, *extra: str, host: str = "127.0.0.1",
+                 env: dict | None = None) -> None:
         self.port = free_port()
         self.host = host
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC")}
+        env = {**offline_env(), **(env or {})}
         self.log = open(Path(str(db) + f".serve-{self.port}.log"), "w+")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "brainbot", "serve", "--db", str(db), "--host", host,
@@ -322,17 +328,20 @@ def test_cli_query_uses_the_running_daemon_with_the_same_output(daemon, tmp_path
         "True True"
 
 
-@pytest.mark.parametrize("change", ["pid", "version", "index_id", "garbage"])
+@pytest.mark.parametrize("change", ["pid", "version", "path", "garbage", "nothing"])
 def test_a_stale_daemon_file_falls_back_silently(daemon, tmp_path, change):
+    """A copy of the daemon's index (a byte copy: the same index_id) with a daemon file
+    naming the live daemon: whatever is stale, the CLI searches here and says nothing.
+    With nothing stale in the file the daemon itself refuses (409): it serves another
+    path, so the same index_id is not enough."""
     import shutil
 
     db = daemon.proc.args[daemon.proc.args.index("--db") + 1]
     info = json.loads(Path(db + ".serve.json").read_text())
     copy = tmp_path / "copy.db"
     shutil.copy(db, copy)
-    st = copy.stat()
-    info["index_id"] = f"{st.st_dev}:{st.st_ino}"  # the copy's own: only `change` is stale
-    stale = {"pid": 2 ** 22 + 12345, "version": "0.0.0-other", "index_id": "1:1"}
+    info["path"] = os.path.realpath(copy)  # the copy's own: only `change` is stale
+    stale = {"pid": 2 ** 22 + 12345, "version": "0.0.0-other", "path": db}
     if change in stale:  # beyond Linux's largest pid; another brainbot; another file
         info[change] = stale[change]
     Path(str(copy) + ".serve.json").write_text(
@@ -340,6 +349,60 @@ def test_a_stale_daemon_file_falls_back_silently(daemon, tmp_path, change):
     run = cli("query", "proofing dough", "-k", "2", "--db", str(copy), "--json")
     assert run.returncode == 0 and len(json.loads(run.stdout)) == 2
     assert run.stderr.splitlines() == ["True True"]  # searched here, nothing said
+
+
+def test_the_daemon_answers_only_for_the_index_it_serves(daemon):
+    """The CLI sends the path and index_id it read from the index file: another index_id
+    or path is a 409 (the CLI then searches itself), a malformed one a 400."""
+    db = daemon.proc.args[daemon.proc.args.index("--db") + 1]
+    info = json.loads(Path(db + ".serve.json").read_text())
+    assert info["path"] == os.path.realpath(db) and len(info["index_id"]) == 32
+    ours = {"path": info["path"], "index_id": info["index_id"]}
+    for body in ({"query": "dough"}, {"question": "How often do I feed the starter?"}):
+        route = "/api/search" if "query" in body else "/api/ask"
+        assert daemon.json("POST", route, {**body, "index": ours})[0] == 200
+        for other in ({**ours, "index_id": "0" * 32}, {**ours, "path": "/elsewhere/n.db"}):
+            status, reply = daemon.json("POST", route, {**body, "index": other})
+            assert status == 409 and "this server serves" in reply["error"], reply
+        status, reply = daemon.json("POST", route, {**body, "index": {"path": 1}})
+        assert status == 400 and "index must be" in reply["error"]
+
+
+def test_a_replaced_index_is_served_as_it_now_is(tmp_path, shared_embedder):
+    """`copy --replace` writes another index (a new index_id) at the daemon's path: the
+    daemon reopens it, says its new index_id in the file, and the CLI's output through it
+    is what an in-process query of the new index prints."""
+    import shutil
+
+    from test_related import write_vault
+
+    from brainbot.index.indexer import Indexer
+
+    served, other = tmp_path / "served.db", tmp_path / "other.db"
+    with Indexer(served, embedder=shared_embedder) as ix:
+        ix.index_paths([write_vault(tmp_path / "vault")])
+    with Indexer(other, embedder=shared_embedder) as ix:
+        ix.index_paths([EXAMPLES])
+    d = Daemon(served)
+    try:
+        file = Path(str(served) + ".serve.json")
+        before = json.loads(file.read_text())["index_id"]
+        first = cli("query", "sourdough", "-k", "3", "--db", str(served), "--json")
+        assert first.stderr.splitlines()[-1] == "False False"  # through the daemon
+        subprocess.run([sys.executable, "-m", "brainbot", "copy", "--from", str(other),
+                        "--to", str(served), "--replace"], check=True, capture_output=True)
+        alone = tmp_path / "alone.db"
+        shutil.copy(served, alone)
+        via = cli("query", "sourdough", "-k", "3", "--db", str(served), "--json")
+        here = cli("query", "sourdough", "-k", "3", "--db", str(alone), "--json")
+        assert via.stdout == here.stdout != first.stdout
+        assert via.stderr.splitlines()[-1] == "False False"
+        assert {h["path"] for h in json.loads(via.stdout)} <= {
+            str(p.relative_to(EXAMPLES)) for p in EXAMPLES.rglob("*.md")}
+        after = json.loads(file.read_text())["index_id"]
+        assert after != before and len(after) == 32
+    finally:
+        assert d.stop() in (0, -15)
 
 
 def test_the_daemon_file_lives_as_long_as_the_daemon(daemon, tmp_path):
@@ -355,3 +418,118 @@ def test_the_daemon_file_lives_as_long_as_the_daemon(daemon, tmp_path):
     assert json.loads(file.read_text())["port"] == d.port
     assert d.stop() in (0, -15)
     assert not file.exists()
+
+
+@pytest.fixture(scope="module")
+def partial_daemon(tmp_path_factory, shared_embedder):
+    """A daemon of test_related's vault with one note indexed but not embedded yet."""
+    from test_related import partly_embedded
+
+    d = Daemon(partly_embedded(tmp_path_factory.mktemp("partial"), shared_embedder))
+    yield d
+    assert d.stop() in (0, -15)
+
+
+def test_api_says_partial_index_as_the_mcp_tools_do(partial_daemon):
+    """/api/search (vector, hybrid), /api/related and /api/ask carry the MCP tools'
+    partial_index line while chunks lack a vector; bm25 search does not."""
+    d = partial_daemon
+    for mode in ("hybrid", "vector"):
+        status, found = d.json("POST", "/api/search", {"query": "dough", "mode": mode})
+        assert status == 200 and found["hits"], found
+        line = found["partial_index"]
+        assert "5 of 6 chunks embedded" in line and "`brainbot index` embeds the rest" in line
+        assert "vector and hybrid results cover only the embedded chunks" in line
+        assert "\n" not in line
+        assert found["partial"] and "5 of 6" in found["partial"]  # the CLI's own note, kept
+    status, found = d.json("POST", "/api/search", {"query": "dough", "mode": "bm25"})
+    assert status == 200 and found["hits"] and "partial_index" not in found
+    status, near = d.json("GET", "/api/related?note=sourdough&k=3")
+    assert status == 200 and "5 of 6 chunks embedded" in near["partial_index"]
+    assert "related notes cover only the embedded chunks" in near["partial_index"]
+    status, answer = d.json("POST", "/api/ask", {"question": "What goes on a focaccia?"})
+    assert status == 200 and "5 of 6 chunks embedded" in answer["partial_index"]
+
+
+def test_mcp_related_over_http_says_partial_index(partial_daemon, daemon):
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def main(port):
+        async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as streams:
+            async with ClientSession(streams[0], streams[1]) as s:
+                await s.initialize()
+                return (await s.call_tool("related", {"note": "sourdough", "k": 3})
+                        ).structured_content
+
+    partial = anyio.run(main, partial_daemon.port)
+    assert "5 of 6 chunks embedded" in partial["partial_index"] and partial["related"]
+    whole = anyio.run(main, daemon.port)
+    assert "partial_index" not in whole and whole["related"]
+
+
+QUESTION = "How often do I feed the sourdough starter?"
+
+
+def test_cli_ask_uses_the_daemon_with_the_same_output(daemon, tmp_path):
+    """Offline (extractive): `ask` and `ask --json` print the same through the daemon as
+    in-process; a CLI that would reach Claude (a key set) does not use an offline daemon."""
+    import shutil
+
+    db = daemon.proc.args[daemon.proc.args.index("--db") + 1]
+    alone = tmp_path / "alone.db"
+    shutil.copy(db, alone)
+    env = offline_env()
+    for fmt in ((), ("--json",), ("-k", "3", "--json")):
+        via = cli("ask", QUESTION, "--db", db, *fmt, env=env)
+        here = cli("ask", QUESTION, "--db", str(alone), *fmt, env=env)
+        assert via.returncode == here.returncode == 0, via.stderr + here.stderr
+        assert via.stdout == here.stdout and via.stdout.strip()
+        assert via.stderr.splitlines()[:-1] == here.stderr.splitlines()[:-1]
+        assert via.stderr.splitlines()[-1] == "False False"  # no numpy, no onnxruntime
+        assert here.stderr.splitlines()[-1] == "True True"
+    answer = json.loads(cli("ask", QUESTION, "--db", db, "--json", env=env).stdout)
+    assert answer["mode"] == "extractive" and answer["citations"]
+    keyed = cli("ask", QUESTION, "--db", db, "--json", "--show-context",
+                env={**env, "ANTHROPIC_API_KEY": "k"})
+    assert keyed.stderr.splitlines()[-1] == "True True"  # an option the API does not take
+    keyed = cli("ask", QUESTION, "--db", db, "--json",
+                env={**env, "ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"})
+    assert keyed.stderr.splitlines()[-1] == "True True"  # another Claude than the daemon's
+
+
+def test_cli_ask_through_the_daemon_reaches_the_same_claude(examples_db, tmp_path):
+    """A daemon pointed at the fake Messages API, and a CLI with the same ANTHROPIC_*
+    settings: the same --json with and without the daemon; a CLI without a key answers
+    here (extractive)."""
+    import shutil
+
+    from fake_anthropic import FakeAnthropic, cite_text, message, search_results, text
+
+    def reply(body):
+        i = next(i for i, b in enumerate(search_results(body))
+                 if "sourdough" in b["source"])
+        return message(text("Twice a day.", [cite_text(body, i, "twice")]))
+
+    db = copy_tree(examples_db.parent, tmp_path / "served") / examples_db.name
+    alone = tmp_path / "alone.db"
+    shutil.copy(db, alone)
+    with FakeAnthropic() as fake:
+        claude = {"ANTHROPIC_BASE_URL": fake.url, "ANTHROPIC_API_KEY": "test-key"}
+        d = Daemon(db, env=claude)
+        try:
+            fake.push(reply, reply)
+            env = {**offline_env(), **claude}
+            via = cli("ask", QUESTION, "--db", str(db), "--json", env=env)
+            here = cli("ask", QUESTION, "--db", str(alone), "--json", env=env)
+            assert via.returncode == here.returncode == 0, via.stderr + here.stderr
+            assert via.stdout == here.stdout
+            assert via.stderr.splitlines()[-1] == "False False"
+            answer = json.loads(via.stdout)
+            assert answer["mode"] == "claude" and answer["citations"][0]["verified"]
+            assert len(fake.bodies) == 2  # one call each: the daemon's, then this process's
+            offline = cli("ask", QUESTION, "--db", str(db), "--json", env=offline_env())
+            assert offline.stderr.splitlines()[-1] == "True True"
+            assert json.loads(offline.stdout)["mode"] == "extractive"
+        finally:
+            assert d.stop() in (0, -15)

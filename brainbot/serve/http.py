@@ -77,12 +77,20 @@ class Guard:
         await JSONResponse({"error": refused[1]}, status_code=refused[0])(scope, receive, send)
 
 
+class Refused(Exception):
+    """A request this server will not answer: an HTTP status and one line."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class Api:
     """The JSON API's handlers: each runs the Service's body in a worker thread, under
     the Service's lock, and maps brainbot's errors to 400."""
 
-    def __init__(self, service) -> None:
-        self.service = service
+    def __init__(self, service, announced: Announced | None = None) -> None:
+        self.service, self.announced = service, announced
 
     async def run(self, fn, *args):
         from starlette.concurrency import run_in_threadpool
@@ -94,6 +102,8 @@ class Api:
 
         try:
             return JSONResponse(await run_in_threadpool(locked))
+        except Refused as exc:
+            return JSONResponse({"error": str(exc)}, status_code=exc.status)
         except BrainbotError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
         except Exception as exc:  # noqa: BLE001 - one request fails, the daemon goes on
@@ -107,18 +117,22 @@ class Api:
             return _bad(body)
         cli = body.pop("cli", None)  # {"colour": bool}: `brainbot query` asks for its text
         try:
+            index = _index_field(body)
             args = _search_args(body)
         except InputError as exc:
             return _bad(exc)
-        return await self.run(self._search, args, cli)
+        return await self.run(self._search, args, cli, index)
 
-    def _search(self, args: tuple, cli: dict | None) -> dict:
-        """The hits, the partial-index note and, for the CLI, its text output."""
+    def _search(self, args: tuple, cli: dict | None, index: dict | None) -> dict:
+        """The hits, the CLI's partial-index note (``partial``), the MCP search's
+        ``partial_index`` line and, for the CLI, its text output."""
         from brainbot.render import Style, hit_block
 
-        hits = self.service.hits(*args)
+        hits = self.serving(index, self.service.hits, *args)
         reply = {"hits": [h.to_dict() for h in hits],
                  "partial": self.service.searcher.partial_note(args[2])}
+        if args[2] != "bm25":  # as the MCP search: what a partly embedded index misses
+            reply = self.service.noted(reply)
         if isinstance(cli, dict):
             style = Style(bool(cli.get("colour")))
             reply["text"] = "\n\n".join(hit_block(i + 1, h, args[0], style)
@@ -141,7 +155,48 @@ class Api:
         question = body.get("question")
         if not isinstance(question, str) or not question.strip():
             return _bad(InputError("give {\"question\": \"...\"}"))
-        return await self.run(self.service.ask, question)
+        k = 8 if body.get("k") is None else body["k"]  # ask's own default
+        if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= 50:
+            return _bad(InputError("k must be a whole number from 1 to 50"))
+        try:
+            index = _index_field(body)
+        except InputError as exc:
+            return _bad(exc)
+        return await self.run(self._ask, question, k, bool(body.get("cli")), index)
+
+    def _ask(self, question: str, k: int, cli: bool, index: dict | None) -> dict:
+        """What `ask --json` prints, with ``partial_index``; for the CLI (``cli``) also
+        its text output and its partial-index note (``partial``)."""
+        answer = self.serving(index, self.service.answer, question, k)
+        reply = self.service.noted(answer.to_dict())
+        if cli:
+            from brainbot.ask.terminal import format_answer
+
+            reply["text"] = format_answer(answer)
+            reply["partial"] = self.service.searcher.partial_note("hybrid")
+        return reply
+
+    def serving(self, index: dict | None, fn, *args):
+        """``fn(*args)``, when this server searches the index ``index`` names (the CLI
+        sends the path and index_id it read from the file); else Refused (409). Checked
+        before (after a reload) and after: the answer came from that very index."""
+        if index is not None:
+            self.service.searcher.store.refresh()
+            self._check(index)
+        result = fn(*args)
+        if index is not None:
+            self._check(index)
+        return result
+
+    def _check(self, index: dict) -> None:
+        now = {"path": os.path.realpath(self.service.db),
+               "index_id": self.service.searcher.store.meta().get("index_id")}
+        if self.announced is not None:
+            self.announced.track(now["index_id"])
+        if index != now:
+            raise Refused(409, f"this server serves {now['path']} (index_id "
+                               f"{now['index_id']}), not {index.get('path')} (index_id "
+                               f"{index.get('index_id')})")
 
     async def related(self, request):
         params = request.query_params
@@ -203,6 +258,18 @@ async def _json_body(request):
     return body if isinstance(body, dict) else InputError("the request body must be an object")
 
 
+def _index_field(body: dict) -> dict | None:
+    """The ``index`` a CLI request names ({"path", "index_id"}: what it read from the
+    index file), popped from ``body``; None when not given (the page, other clients)."""
+    index = body.pop("index", None)
+    if index is None:
+        return None
+    if not (isinstance(index, dict) and set(index) == {"path", "index_id"}
+            and all(isinstance(v, str) for v in index.values())):
+        raise InputError('index must be {"path": "...", "index_id": "..."}')
+    return index
+
+
 SEARCH_FIELDS = {"query": str, "k": int, "mode": str, "path": str, "tag": str, "since": str,
                  "before": str, "linked_to": str}
 
@@ -242,13 +309,19 @@ async def static(request):
 
 class Announced:
     """ASGI wrapper: once the server listens, the daemon file next to the index
-    (serve/client.py) names its port, so `brainbot query` can use it; it is removed when
-    the server shuts down (uvicorn's lifespan shutdown, before it re-raises SIGTERM)."""
+    (serve/client.py) names its port and the index it serves (its real path and
+    index_id), so `brainbot query` and `ask` can use it; it is rewritten when a request
+    finds the index_id changed (the file was rebuilt or replaced, and the store reopened
+    it), and removed when the server shuts down (uvicorn's lifespan shutdown, before it
+    re-raises SIGTERM)."""
 
-    def __init__(self, app, db, port: int) -> None:
+    def __init__(self, app, service, port: int) -> None:
         from .client import port_file
 
-        self.app, self.db, self.port, self.path = app, db, port, port_file(db)
+        self.app, self.service, self.port = app, service, port
+        self.db, self.path = service.db, port_file(service.db)
+        self.index_id: str | None = None
+        self.announced = False
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "lifespan" or self.path is None:
@@ -256,7 +329,8 @@ class Announced:
 
         async def announce(message):
             if message["type"] == "lifespan.startup.complete":
-                self.write()
+                with self.service.lock:
+                    self.write(self.service.searcher.store.meta().get("index_id"))
             return await send(message)
 
         async def withdraw():
@@ -270,13 +344,21 @@ class Announced:
         finally:
             self.remove()
 
-    def write(self) -> None:
+    def track(self, index_id: str | None) -> None:
+        """Say the index_id the store now serves, if it changed (under the lock)."""
+        if self.announced and index_id != self.index_id:
+            self.write(index_id)
+
+    def write(self, index_id: str | None) -> None:
         from .client import announcement
 
+        if self.path is None:
+            return
+        self.index_id, self.announced = index_id, True
         tmp = f"{self.path}.{os.getpid()}.tmp"
         try:
             with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(announcement(self.db, self.port), f)
+                json.dump(announcement(self.db, self.port, index_id), f)
             os.replace(tmp, self.path)
         except OSError as exc:  # a read-only folder: the CLI just won't find the daemon
             log.warning("cannot write %s: %s", self.path, exc)
@@ -284,8 +366,10 @@ class Announced:
     def remove(self) -> None:
         from .client import find
 
+        self.announced = False
         try:
-            if find(self.db) == self.port:  # ours, not a newer daemon's
+            info = find(self.db)
+            if info is not None and info["pid"] == os.getpid():  # not a newer daemon's
                 os.remove(self.path)
         except OSError:
             pass
@@ -303,7 +387,8 @@ def make_app(service, port: int, token: str | None = None, loopback: bool = True
         stateless_http=True, json_response=True,
         # The Guard checks Host and Origin for every path, /mcp included.
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
-    api = Api(service)
+    announced = Announced(None, service, port)
+    api = Api(service, announced)
     app.router.routes.extend([
         Route("/health", api.health, methods=["GET"]),
         Route("/api/status", api.status, methods=["GET"]),
@@ -315,7 +400,8 @@ def make_app(service, port: int, token: str | None = None, loopback: bool = True
         Route("/", static, methods=["GET"]),
         Route("/static/{name}", static, methods=["GET"]),
     ])
-    return Announced(Guard(app, port, token, loopback), service.db, port)
+    announced.app = Guard(app, port, token, loopback)
+    return announced
 
 
 def check_bind(host: str, token: str | None) -> bool:

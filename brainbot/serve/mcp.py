@@ -22,8 +22,8 @@ what is failing; on exit the watch is stopped between transactions and waited fo
 The watch's passes write the lexical phase only; the semantic phase (embedding) runs in
 the background, so a note is found by BM25 as soon as its pass commits. A partly embedded
 index is said so to the agent: in the instructions (as it is at the handshake, and that
-a watching server embeds in the background), and as ``partial_index`` in `status`, `ask`
-and vector or hybrid `search` results while chunks lack a vector.
+a watching server embeds in the background), and as ``partial_index`` in `status`, `ask`,
+`related` and vector or hybrid `search` results while chunks lack a vector.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ class Service:
     def search(self, query, k, mode, path, tag, since, before, linked_to) -> dict[str, Any]:
         hits = self.hits(query, k, mode, path, tag, since, before, linked_to)
         result = {"query": query, "mode": mode, "hits": [h.to_dict() for h in hits]}
-        return result if mode == "bm25" else self._noted(result)
+        return result if mode == "bm25" else self.noted(result)
 
     def hits(self, query, k, mode, path, tag, since, before, linked_to) -> list:
         """The Hits themselves (serve renders the CLI's text from them)."""
@@ -117,7 +117,8 @@ class Service:
     def related(self, note, k, unlinked) -> dict[str, Any]:
         from brainbot.search.related import related
 
-        return related(self.searcher.store, note, k, unlinked=unlinked).to_dict()
+        report = related(self.searcher.store, note, k, unlinked=unlinked).to_dict()
+        return self.noted(report, "related notes")
 
     def status(self) -> dict[str, Any]:
         from brainbot.doctor import status
@@ -126,16 +127,22 @@ class Service:
         if self.watching:
             watcher, thread = self.watching
             info["watch"] = {"running": thread.is_alive(), **watcher.state()}
-        return self._noted(info)
+        return self.noted(info)
 
     def ask(self, question) -> dict[str, Any]:
+        return self.noted(self.answer(question).to_dict())
+
+    def answer(self, question, k: int = 8):
+        """The Answer itself (serve renders the CLI's text from it); ``k`` chunks per
+        search, as `ask -k`."""
         from brainbot.ask.agent import ask
 
-        return self._noted(ask(question, db=self.db, searcher=self.searcher).to_dict())
+        return ask(question, db=self.db, k=k, searcher=self.searcher)
 
-    def partial_index(self) -> str | None:
-        """One line while chunks lack a vector: how many are embedded, and what fills in
-        the rest (this server's watch, or `brainbot index`); None on a whole index."""
+    def partial_index(self, what: str = "vector and hybrid results") -> str | None:
+        """One line while chunks lack a vector: how many are embedded, what fills in the
+        rest (this server's watch, or `brainbot index`) and that ``what`` covers only the
+        embedded chunks; None on a whole index."""
         from brainbot.index.indexer import embedded_line
 
         vectors, chunks = self.searcher.coverage()
@@ -143,8 +150,8 @@ class Service:
             return None
         how = ("this server is embedding the rest in the background" if self.watching
                else "`brainbot index` embeds the rest")
-        return (f"{embedded_line(vectors, chunks)}; {how}; vector and hybrid results cover "
-                "only the embedded chunks and may improve")
+        return (f"{embedded_line(vectors, chunks)}; {how}; {what} cover only the embedded "
+                "chunks and may improve")
 
     def instructions(self) -> str:
         """The instructions for the handshake: the partial index said as it is now."""
@@ -161,8 +168,10 @@ class Service:
             text += PARTIAL.format(line=embedded_line(vectors, chunks), how=how)
         return text
 
-    def _noted(self, result: dict[str, Any]) -> dict[str, Any]:
-        note = self.partial_index()
+    def noted(self, result: dict[str, Any], what: str = "vector and hybrid results"
+              ) -> dict[str, Any]:
+        """``result`` with ``partial_index`` while the index is partly embedded."""
+        note = self.partial_index(what)
         if note:
             result["partial_index"] = note
         return result
@@ -266,7 +275,8 @@ def _add_related(tool, service: Service) -> None:
         """The notes most similar in meaning to a note (by their embeddings), best first,
         each with its passage nearest the note, its score and `linked` (whether the two
         notes already link). The note itself is never listed. Use it to find notes on the
-        same topic, or with unlinked=true connections the user has not made yet."""
+        same topic, or with unlinked=true connections the user has not made yet.
+        `partial_index` says when the index is partly embedded (results may improve)."""
         return service.call(service.related, note, min(k, 50), unlinked)
 
 

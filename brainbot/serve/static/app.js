@@ -33,6 +33,12 @@ async function api(method, path, body) {
   return data;
 }
 
+// The one line a partly embedded index earns (the server's partial_index), or none.
+function showPartial(line) {
+  $("partial").textContent = line || "";
+  $("partial").hidden = !line;
+}
+
 function showError(message) {
   const box = $("error");
   box.textContent = message || "";
@@ -164,7 +170,8 @@ async function showRelated(item) {
   box.hidden = false;
   try {
     const r = await api("GET", `/api/related?note=${encodeURIComponent(noteRef(item))}&k=8`);
-    const partial = r.partial ? el("p", { class: "muted", text: r.partial }) : null;
+    const line = r.partial_index || r.partial;
+    const partial = line ? el("p", { class: "muted partial", text: line }) : null;
     const cards = r.related.map(relatedCard);
     box.replaceChildren(head, ...(partial ? [partial] : []), ...cards);
     if (!cards.length) box.append(el("p", { class: "muted", text: "No related notes." }));
@@ -195,13 +202,14 @@ function filters() {
 async function search() {
   const query = $("q").value.trim();
   const list = $("hits");
-  if (!query) { list.replaceChildren(); showError(""); return; }
+  if (!query) { list.replaceChildren(); showError(""); showPartial(""); return; }
   const mine = ++latest;
   try {
     const found = await api("POST", "/api/search", { query, k: 10, ...filters() });
     await vaultsReady;  // hits link to Obsidian once the vaults are known
     if (mine !== latest) return;  // a newer search is on its way
     showError("");
+    showPartial(found.partial_index);
     const words = terms(query);
     list.replaceChildren(...found.hits.map((h) => hitCard(h, words)));
     if (!found.hits.length) list.append(el("p", { class: "muted", text: "No hits." }));
@@ -252,7 +260,9 @@ async function ask() {
       el("span", { class: a.refused ? "badge bad" : "badge ok", text: a.outcome }),
       el("span", { class: "badge embedded", text: a.mode }));
     const cites = el("div", {}, ...(a.citations || []).map(citationButton));
-    box.replaceChildren(el("div", { class: "card" }, head,
+    const partial = a.partial_index ? el("p", { class: "muted partial",
+      text: a.partial_index }) : null;
+    box.replaceChildren(el("div", { class: "card" }, head, partial,
       el("p", { class: "text", text: a.answer || "" }), cites, nearMisses(a)));
   } catch (err) {
     box.replaceChildren(el("p", { class: "error", text: err.message }));
