@@ -135,8 +135,8 @@ def cut_off(sizes=(20_000, 30_000, 50_000, 100_000), rounds: int = 40) -> list[d
         for _ in range(rounds):
             q = rng.standard_normal((1, 384)).astype(np.float32)
             q /= np.linalg.norm(q)
-            for fn, acc in ((lambda: K.cosine_topk(m, q, 100, threads=1), f32),
-                            (lambda: scan.topk(m, q, 100, threads=1), i8)):
+            for fn, acc in ((lambda: K.cosine_topk(m, q, 100, threads=1), f32),  # noqa: B023 - called at once
+                            (lambda: scan.topk(m, q, 100, threads=1), i8)):  # noqa: B023
                 t = time.process_time()
                 fn()
                 acc.append(time.process_time() - t)
