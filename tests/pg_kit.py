@@ -68,7 +68,7 @@ import brainbot.index.indexer as ix
 from brainbot.store.pg.store import PostgresStore
 
 if os.environ.get("BB_TEST_BATCH"):
-    ix.BATCH_CHUNKS = int(os.environ["BB_TEST_BATCH"])
+    ix.BATCH_CHUNKS = ix.BATCH_MAX_CHUNKS = int(os.environ["BB_TEST_BATCH"])
 where, _, n = os.environ.get("BB_TEST_KILL_AT", "").partition(":")
 pause = float(os.environ.get("BB_TEST_PAUSE", "0"))
 seen = {"insert": 0, "commit": 0}

@@ -16,7 +16,7 @@ from conftest import REPO
 DIM_BYTES = 384 * 4
 
 # Runs `brainbot` (cli.main) with test hooks read from the environment:
-#   BB_TEST_BATCH=n        chunks per write transaction (indexer.BATCH_CHUNKS)
+#   BB_TEST_BATCH=n        chunks per write transaction (indexer.BATCH_CHUNKS and _MAX_CHUNKS)
 #   BB_TEST_KILL_AT=where:n  SIGKILL this process at the n-th
 #        insert  document inserted (inside its batch's transaction, before COMMIT)
 #        delete  document deleted (removal phase, or an updated note's old version)
@@ -30,6 +30,8 @@ DIM_BYTES = 384 * 4
 #   BB_TEST_HOLD_EMBED=k:PATH  the semantic phase runs k batches, then, each time it has
 #        released the lock for the model, writes PATH.held and waits until PATH exists or
 #        the run is stopped (a server's semantic phase held mid-way, without timing)
+#   BB_TEST_HOLD_COMMIT=n:PATH  after the n-th commit, write PATH.held and wait until PATH
+#        exists (an index held between two committed batches, without timing)
 #   BB_TEST_PAUSE=s        sleep s seconds after each commit (stretches a run)
 #   BB_TEST_ANNOUNCE=1     print "bb-test: begin" on stderr before each write transaction
 HOOKS = r'''
@@ -42,11 +44,12 @@ from brainbot.store.sqlite import file as store
 from brainbot.store.sqlite.store import SQLiteStore
 
 if os.environ.get("BB_TEST_BATCH"):
-    ix.BATCH_CHUNKS = int(os.environ["BB_TEST_BATCH"])
+    ix.BATCH_CHUNKS = ix.BATCH_MAX_CHUNKS = int(os.environ["BB_TEST_BATCH"])
 if os.environ.get("BB_TEST_EMBED_BATCH"):
     ix.EMBED_CHUNKS = background.BACKGROUND_EMBED_CHUNKS = int(os.environ["BB_TEST_EMBED_BATCH"])
 where, _, n = os.environ.get("BB_TEST_KILL_AT", "").partition(":")
 hold_after, _, hold_path = os.environ.get("BB_TEST_HOLD_EMBED", "").partition(":")
+hold_commit, _, hold_commit_path = os.environ.get("BB_TEST_HOLD_COMMIT", "").partition(":")
 pause = float(os.environ.get("BB_TEST_PAUSE", "0"))
 announce = bool(os.environ.get("BB_TEST_ANNOUNCE"))
 seen = {"insert": 0, "delete": 0, "commit": 0, "vectors": 0, "vectors-commit": 0,
@@ -100,6 +103,10 @@ def _transaction(db, **kwargs):
     tick("commit")
     if in_tx["vectors"]:
         tick("vectors-commit")
+    if hold_commit_path and seen["commit"] == int(hold_commit):
+        open(hold_commit_path + ".held", "w").close()
+        while not os.path.exists(hold_commit_path):
+            time.sleep(0.05)
     if pause:
         time.sleep(pause)
 store.transaction = _transaction

@@ -21,6 +21,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "vault"
 
 def _lexical_index(db, paths, batch_chunks, monkeypatch):
     monkeypatch.setattr(ix, "BATCH_CHUNKS", batch_chunks)
+    monkeypatch.setattr(ix, "BATCH_MAX_CHUNKS", batch_chunks)
     with Indexer(db, embed=False, workers=1) as indexer:
         return indexer.index_paths(paths)
 
@@ -131,3 +132,28 @@ def test_stage_timings_cover_the_lexical_phase(tmp_path, monkeypatch):
     assert stats.stages["write"] > 0 and stats.stages["read"] > 0
     # disjoint parts of the phase: together no longer than it
     assert sum(stats.stages.values()) <= stats.lexical_seconds + 1e-6
+
+
+def test_a_lexical_batch_commits_by_size_then_by_time(monkeypatch):
+    """At least BATCH_CHUNKS chunks; past that, committed once BATCH_SECONDS have gone by
+    since the batch began; never more than BATCH_MAX_CHUNKS (the clock is the test's)."""
+    from types import SimpleNamespace
+
+    clock = [100.0]
+    monkeypatch.setattr(ix.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(ix, "BATCH_CHUNKS", 4)
+    monkeypatch.setattr(ix, "BATCH_MAX_CHUNKS", 10)
+    monkeypatch.setattr(ix, "BATCH_SECONDS", 2.0)
+    pending = ix._Pending()
+    item = SimpleNamespace(chunks=[object()] * 3)
+    pending.add(item)
+    clock[0] += 5  # late, but below the minimum
+    assert not pending.full
+    pending.add(item)  # 6 chunks, 5 s in
+    assert pending.full
+    fresh = ix._Pending()
+    for _ in range(3):
+        fresh.add(item)  # 9 chunks at once: above the minimum, before the time is up
+    assert not fresh.full
+    fresh.add(item)  # 12 >= the maximum
+    assert fresh.full

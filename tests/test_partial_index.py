@@ -68,3 +68,53 @@ def test_no_embed_index_is_partial_then_index_finishes_it(capsys, tmp_path, vaul
     code, _, err = run_cli(capsys, "eval", "--questions", _questions(tmp_path), "--db", db,
                            "--modes", "hybrid", "--json")
     assert code == 0
+
+
+def test_first_batches_are_searchable_while_the_lexical_phase_runs(tmp_path):
+    """`brainbot index` held after its first committed batch of notes (the identity write
+    is commit 1): a BM25 query and a hybrid one, each a new process, find a note of that
+    batch, and only notes already written; released, the index finishes every note."""
+    import re
+    import subprocess
+    import sys
+    import time
+
+    from conftest import REPO
+    from reliability_kit import cli_env, connect, write_harness
+
+    db, hold = tmp_path / "first.db", tmp_path / "hold"
+    env = cli_env(BB_TEST_BATCH="8", BB_TEST_HOLD_COMMIT=f"2:{hold}")
+    proc = subprocess.Popen([sys.executable, str(write_harness(tmp_path)), "index",
+                             str(REPO / "examples" / "vault"), "--db", str(db), "--no-embed"],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not (tmp_path / "hold.held").exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the index never committed a batch"
+            time.sleep(0.05)
+        con = connect(db)
+        written = {p for (p,) in con.execute("SELECT path FROM documents")}
+        path, text = con.execute("SELECT d.path, c.retrieval_text FROM chunks c JOIN "
+                                 "documents d ON d.id = c.document_id ORDER BY c.id").fetchone()
+        con.close()
+        word = max(re.findall(r"[a-z]{5,}", text.lower()), key=len)
+        for mode in ("bm25", "hybrid"):
+            out = subprocess.run([sys.executable, "-m", "brainbot", "query", word, "--db",
+                                  str(db), "--mode", mode, "-k", "20", "--json"], cwd=REPO,
+                                 env=cli_env(), capture_output=True, text=True, timeout=300)
+            assert out.returncode == 0, out.stderr
+            hits = json.loads(out.stdout)
+            assert path in {h["path"] for h in hits}, (mode, word)
+            assert {h["path"] for h in hits} <= written
+            assert all(h["embedded"] is False for h in hits)
+        assert proc.poll() is None  # still held: the rest of the vault is not written
+    finally:
+        hold.touch()
+        out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    con = connect(db)
+    total = con.execute("SELECT count(*) FROM documents").fetchone()[0]
+    con.close()
+    assert 0 < len(written) < total

@@ -35,6 +35,12 @@ from .postings import PostingsBuffer
 from .vault import VaultTables
 
 
+# The writer's page cache, KiB (an upper bound: pages are cached as they are touched).
+# With SQLite's 2 MB default, a big vault's lexical batches evicted and re-read the
+# postings B-tree's pages on every commit; 256 MiB holds the tree of ~100k chunks.
+WRITER_CACHE_KIB = 256 * 1024
+
+
 def _file_key(path: Path) -> tuple[int, int] | None:
     """(st_dev, st_ino) of the file at ``path``: a new file there (a rebuild, a copy
     --replace, a ``mv``) has another; None when there is none."""
@@ -115,6 +121,7 @@ class SQLiteStore(VaultTables):
                     identity_mod.check(sf.read_meta(db), path, writer=identity)
                 sf.migrate(db, path)
                 db.execute("PRAGMA journal_mode = WAL")
+                db.execute(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")
                 store = cls(path, db, lock=lock)
                 store._load_terms()
                 first = store._first_meta()  # a file that has them is left byte for byte
