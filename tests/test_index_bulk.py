@@ -157,3 +157,40 @@ def test_a_lexical_batch_commits_by_size_then_by_time(monkeypatch):
     assert not fresh.full
     fresh.add(item)  # 12 >= the maximum
     assert fresh.full
+
+
+def test_removing_notes_leaves_no_orphans(tmp_path, shared_embedder):
+    """The writer runs without foreign-key enforcement and cascades itself: removing notes
+    that have vectors, postings, tags, links out and links in leaves no row pointing at
+    them (SQLite's own foreign_key_check), and links to them become unresolved."""
+    vault = tmp_path / "vault"
+    shutil.copytree(EXAMPLES, vault)
+    db = tmp_path / "o.db"
+    with Indexer(db, embedder=shared_embedder) as indexer:
+        indexer.index_paths([vault])
+    con = sf.connect(db)
+    gone = con.execute(  # notes that others link to and that have tags and links of their own
+        "SELECT DISTINCT d.id, d.path FROM documents d JOIN links l ON l.target_document = d.id "
+        "WHERE d.id IN (SELECT document FROM tags) AND d.id IN "
+        "(SELECT source_document FROM links) AND l.source_document != d.id").fetchall()
+    con.close()
+    assert gone
+    for _, path in gone[:3]:
+        (vault / path).unlink()
+    with Indexer(db, embedder=shared_embedder) as indexer:
+        stats = indexer.index_paths([vault])
+    assert stats.removed == len(gone[:3])
+    con = sf.connect(db)
+    try:
+        assert con.execute("PRAGMA foreign_key_check").fetchall() == []
+        ids = [i for i, _ in gone[:3]]
+        marks = ",".join("?" * len(ids))
+        assert con.execute(f"SELECT count(*) FROM links WHERE target_document IN ({marks})",
+                           ids).fetchone()[0] == 0
+        assert con.execute("SELECT count(*) FROM embeddings WHERE chunk NOT IN "
+                           "(SELECT id FROM chunks)").fetchone()[0] == 0
+        assert con.execute("SELECT count(*) FROM chunks WHERE id NOT IN "
+                           "(SELECT chunk FROM embeddings)").fetchone()[0] == 0
+    finally:
+        con.close()
+    _oracle_holds(db)
