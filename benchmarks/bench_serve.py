@@ -28,11 +28,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import select
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from http.client import RemoteDisconnected
 from pathlib import Path
 
 import numpy as np
@@ -184,9 +186,10 @@ class StdioMcp:
     so the client costs the same as the raw HTTP one's)."""
 
     def __init__(self, db: Path) -> None:
+        self.err = tempfile.TemporaryFile()  # the server's stderr, said if it dies
         self.proc = subprocess.Popen([sys.executable, "-m", "brainbot", "mcp", "--db", str(db)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, env=server_env())
+                                     stderr=self.err, env=server_env())
         self.next_id = 0
         self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
                                     "clientInfo": {"name": "bench", "version": "0"}})
@@ -200,9 +203,16 @@ class StdioMcp:
         self.next_id += 1
         self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
         while True:
-            reply = json.loads(self.proc.stdout.readline())
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"brainbot mcp exited {self.proc.wait()}: {self.stderr()}")
+            reply = json.loads(line)
             if reply.get("id") == self.next_id:
                 return reply
+
+    def stderr(self) -> str:
+        self.err.seek(0)
+        return self.err.read().decode(errors="replace")[-2000:].strip()
 
     def search(self, query: str) -> int:
         reply = self.request("tools/call", {"name": "search",
@@ -212,6 +222,7 @@ class StdioMcp:
     def close(self) -> None:
         self.proc.stdin.close()
         self.proc.wait(timeout=30)
+        self.err.close()
 
 
 class HttpServe:
@@ -239,9 +250,24 @@ class HttpServe:
 
     def post(self, path: str, body, method: str = "POST", headers=None) -> dict:
         data = None if body is None else json.dumps(body).encode()
-        self.conn.request(method, path, body=data, headers={
-            "Content-Type": "application/json", **(headers or {})})
-        return json.loads(self.conn.getresponse().read())
+        headers = {"Content-Type": "application/json", **(headers or {})}
+        try:
+            self.conn.request(method, path, body=data, headers=headers)
+            return json.loads(self.conn.getresponse().read())
+        except (BrokenPipeError, ConnectionResetError, RemoteDisconnected):
+            self.conn.close()  # closed by the server as we sent: once more, on a new one
+            self.conn.request(method, path, body=data, headers=headers)
+            return json.loads(self.conn.getresponse().read())
+
+    def fresh(self) -> None:
+        """Drop the connection when the server has closed it, so that the next request
+        opens a new one. uvicorn closes a connection idle for 5 s (its keep-alive
+        timeout); writing to it then raised BrokenPipeError, which ended the 100k
+        --transports run, where a stdio call plus a --min-idle wait outlast 5 s under
+        load. An idle keep-alive socket that is readable has been closed (EOF)."""
+        sock = self.conn.sock
+        if sock is not None and select.select([sock], [], [], 0)[0]:
+            self.conn.close()
 
     def search(self, query: str) -> int:
         return len(self.post("/api/search", {"query": query, "k": 10})["hits"])
@@ -279,6 +305,7 @@ def transports(db: Path, queries: int = 60, min_idle: float = 0.0) -> dict:
             names = list(calls)[i % 3:] + list(calls)[:i % 3]
             if i >= 5:
                 wait_for_idle(min_idle)
+            served.fresh()  # not timed: a reconnect only after the server closed it
             for name in names:
                 t0 = time.perf_counter()
                 assert calls[name](text) > 0
