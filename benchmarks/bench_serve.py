@@ -14,10 +14,10 @@
 
 What is not measured: the quality of these results (see `brainbot eval`).
 
-    python benchmarks/bench_serve.py [--quick] [--out benchmarks/results/serve.json]
+    python benchmarks/bench_serve.py [--quick] [--min-idle 0.8] [--out benchmarks/results/serve.json]
     python benchmarks/bench_serve.py --transports|--cold [--min-idle 0.8]
 
-``--min-idle F`` (transports and cold): before each timed round, wait until the CPUs were
+``--min-idle F``: before each timed search (or round of them), wait until the CPUs were
 at least F idle over 0.5 s (bench_coldstart.wait_for_idle, 120 s at most), so that on a
 shared machine each sample is taken in a quiet moment; the idle shares seen and the load
 averages (1, 5, 15 min) at the start and end go into the JSON.
@@ -100,7 +100,7 @@ async def _session(db: Path, body, *extra: str):
                 return await body(s)
 
 
-def warm_search(db: Path, queries: int = 60) -> dict:
+def warm_search(db: Path, queries: int = 60, min_idle: float = 0.0) -> dict:
     import anyio
 
     rng = np.random.default_rng(11)
@@ -109,6 +109,8 @@ def warm_search(db: Path, queries: int = 60) -> dict:
     async def body(s):
         times = []
         for i, text in enumerate(texts):
+            if i >= 5:
+                wait_for_idle(min_idle)
             t0 = time.perf_counter()
             result = await s.call_tool("search", {"query": text, "k": 10})
             if i >= 5:
@@ -435,7 +437,7 @@ def main() -> int:
                         help="only the cold `brainbot query` with and without a daemon, "
                              "added to benchmarks/results/serve_http.json")
     parser.add_argument("--min-idle", type=float, default=0.0,
-                        help="with --transports/--cold: wait before each timed round until "
+                        help="wait before each timed search (or round) until "
                              "the CPUs were this idle over 0.5 s (e.g. 0.8)")
     args = parser.parse_args()
     if args.cold:
@@ -451,12 +453,13 @@ def main() -> int:
     if args.transports:
         return main_transports([10_000] if args.quick else [10_000, 100_000],
                                str(REPO / "benchmarks/results/serve_http.json"), args.min_idle)
-    out = {"load_start": os.getloadavg()[0], "search": {}}
+    out = {"load_start": os.getloadavg()[0], "loads_start": loads(), "cpu": _cpu(),
+           "min_idle": args.min_idle, "search": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for n in [10_000] if args.quick else [10_000, 100_000]:
             db = Path(tmp) / f"s{n}.db"
             build_synthetic(db, n)
-            out["search"][str(n)] = warm_search(db)
+            out["search"][str(n)] = warm_search(db, min_idle=args.min_idle)
             print(f"warm MCP search, hybrid, {n:,} chunks: {out['search'][str(n)]}", flush=True)
         folder, db = Path(tmp) / "vault", Path(tmp) / "vault.db"
         build_vault(folder, db, 500 if args.quick else 2000)
@@ -464,7 +467,8 @@ def main() -> int:
             out["watch_chunks"] = store.chunk_count()
         out["watch"] = save_to_searchable(folder, db, 5 if args.quick else 20)
         print(f"save to searchable, {out['watch_chunks']:,} chunks: {out['watch']}", flush=True)
-    out["load_end"] = os.getloadavg()[0]
+    out["load_end"], out["loads_end"] = os.getloadavg()[0], loads()
+    out.update(idle_seen())
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
     return 0
 
