@@ -14,10 +14,10 @@
 
 What is not measured: the quality of these results (see `brainbot eval`).
 
-    python benchmarks/bench_serve.py [--quick] [--out benchmarks/results/serve.json]
+    python benchmarks/bench_serve.py [--quick] [--min-idle 0.8] [--out benchmarks/results/serve.json]
     python benchmarks/bench_serve.py --transports|--cold [--min-idle 0.8]
 
-``--min-idle F`` (transports and cold): before each timed round, wait until the CPUs were
+``--min-idle F``: before each timed search (or round of them), wait until the CPUs were
 at least F idle over 0.5 s (bench_coldstart.wait_for_idle, 120 s at most), so that on a
 shared machine each sample is taken in a quiet moment; the idle shares seen and the load
 averages (1, 5, 15 min) at the start and end go into the JSON.
@@ -28,11 +28,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import select
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from http.client import RemoteDisconnected
 from pathlib import Path
 
 import numpy as np
@@ -98,7 +100,7 @@ async def _session(db: Path, body, *extra: str):
                 return await body(s)
 
 
-def warm_search(db: Path, queries: int = 60) -> dict:
+def warm_search(db: Path, queries: int = 60, min_idle: float = 0.0) -> dict:
     import anyio
 
     rng = np.random.default_rng(11)
@@ -107,6 +109,8 @@ def warm_search(db: Path, queries: int = 60) -> dict:
     async def body(s):
         times = []
         for i, text in enumerate(texts):
+            if i >= 5:
+                wait_for_idle(min_idle)
             t0 = time.perf_counter()
             result = await s.call_tool("search", {"query": text, "k": 10})
             if i >= 5:
@@ -184,9 +188,10 @@ class StdioMcp:
     so the client costs the same as the raw HTTP one's)."""
 
     def __init__(self, db: Path) -> None:
+        self.err = tempfile.TemporaryFile()  # the server's stderr, said if it dies
         self.proc = subprocess.Popen([sys.executable, "-m", "brainbot", "mcp", "--db", str(db)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, env=server_env())
+                                     stderr=self.err, env=server_env())
         self.next_id = 0
         self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
                                     "clientInfo": {"name": "bench", "version": "0"}})
@@ -200,9 +205,16 @@ class StdioMcp:
         self.next_id += 1
         self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
         while True:
-            reply = json.loads(self.proc.stdout.readline())
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"brainbot mcp exited {self.proc.wait()}: {self.stderr()}")
+            reply = json.loads(line)
             if reply.get("id") == self.next_id:
                 return reply
+
+    def stderr(self) -> str:
+        self.err.seek(0)
+        return self.err.read().decode(errors="replace")[-2000:].strip()
 
     def search(self, query: str) -> int:
         reply = self.request("tools/call", {"name": "search",
@@ -212,6 +224,7 @@ class StdioMcp:
     def close(self) -> None:
         self.proc.stdin.close()
         self.proc.wait(timeout=30)
+        self.err.close()
 
 
 class HttpServe:
@@ -239,9 +252,24 @@ class HttpServe:
 
     def post(self, path: str, body, method: str = "POST", headers=None) -> dict:
         data = None if body is None else json.dumps(body).encode()
-        self.conn.request(method, path, body=data, headers={
-            "Content-Type": "application/json", **(headers or {})})
-        return json.loads(self.conn.getresponse().read())
+        headers = {"Content-Type": "application/json", **(headers or {})}
+        try:
+            self.conn.request(method, path, body=data, headers=headers)
+            return json.loads(self.conn.getresponse().read())
+        except (BrokenPipeError, ConnectionResetError, RemoteDisconnected):
+            self.conn.close()  # closed by the server as we sent: once more, on a new one
+            self.conn.request(method, path, body=data, headers=headers)
+            return json.loads(self.conn.getresponse().read())
+
+    def fresh(self) -> None:
+        """Drop the connection when the server has closed it, so that the next request
+        opens a new one. uvicorn closes a connection idle for 5 s (its keep-alive
+        timeout); writing to it then raised BrokenPipeError, which ended the 100k
+        --transports run, where a stdio call plus a --min-idle wait outlast 5 s under
+        load. An idle keep-alive socket that is readable has been closed (EOF)."""
+        sock = self.conn.sock
+        if sock is not None and select.select([sock], [], [], 0)[0]:
+            self.conn.close()
 
     def search(self, query: str) -> int:
         return len(self.post("/api/search", {"query": query, "k": 10})["hits"])
@@ -279,6 +307,7 @@ def transports(db: Path, queries: int = 60, min_idle: float = 0.0) -> dict:
             names = list(calls)[i % 3:] + list(calls)[:i % 3]
             if i >= 5:
                 wait_for_idle(min_idle)
+            served.fresh()  # not timed: a reconnect only after the server closed it
             for name in names:
                 t0 = time.perf_counter()
                 assert calls[name](text) > 0
@@ -408,7 +437,7 @@ def main() -> int:
                         help="only the cold `brainbot query` with and without a daemon, "
                              "added to benchmarks/results/serve_http.json")
     parser.add_argument("--min-idle", type=float, default=0.0,
-                        help="with --transports/--cold: wait before each timed round until "
+                        help="wait before each timed search (or round) until "
                              "the CPUs were this idle over 0.5 s (e.g. 0.8)")
     args = parser.parse_args()
     if args.cold:
@@ -424,12 +453,13 @@ def main() -> int:
     if args.transports:
         return main_transports([10_000] if args.quick else [10_000, 100_000],
                                str(REPO / "benchmarks/results/serve_http.json"), args.min_idle)
-    out = {"load_start": os.getloadavg()[0], "search": {}}
+    out = {"load_start": os.getloadavg()[0], "loads_start": loads(), "cpu": _cpu(),
+           "min_idle": args.min_idle, "search": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for n in [10_000] if args.quick else [10_000, 100_000]:
             db = Path(tmp) / f"s{n}.db"
             build_synthetic(db, n)
-            out["search"][str(n)] = warm_search(db)
+            out["search"][str(n)] = warm_search(db, min_idle=args.min_idle)
             print(f"warm MCP search, hybrid, {n:,} chunks: {out['search'][str(n)]}", flush=True)
         folder, db = Path(tmp) / "vault", Path(tmp) / "vault.db"
         build_vault(folder, db, 500 if args.quick else 2000)
@@ -437,7 +467,8 @@ def main() -> int:
             out["watch_chunks"] = store.chunk_count()
         out["watch"] = save_to_searchable(folder, db, 5 if args.quick else 20)
         print(f"save to searchable, {out['watch_chunks']:,} chunks: {out['watch']}", flush=True)
-    out["load_end"] = os.getloadavg()[0]
+    out["load_end"], out["loads_end"] = os.getloadavg()[0], loads()
+    out.update(idle_seen())
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
     return 0
 
