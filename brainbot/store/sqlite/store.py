@@ -34,10 +34,10 @@ from .lock import WriterLock
 from .postings import PostingsBuffer
 from .vault import VaultTables
 
-
 # The writer's page cache, KiB (an upper bound: pages are cached as they are touched).
 # With SQLite's 2 MB default, a big vault's lexical batches evicted and re-read the
-# postings B-tree's pages on every commit; 64 MiB was as fast as 256 MiB on a 121k-chunk vault (and 2 MB 15 % slower).
+# postings B-tree's pages on every commit; 64 MiB was as fast as 256 MiB on a 121k-chunk
+# vault (and 2 MB 15 % slower).
 WRITER_CACHE_KIB = 64 * 1024
 
 
