@@ -170,6 +170,13 @@ def _parallel_rows(sp: dict | None) -> list[str]:
             + (f" {sp['note']}" if sp.get("note") else "")]
 
 
+def _host(machine: dict) -> str:
+    """The host a result file names, as the README says it."""
+    cpu = machine.get("cpu", "unknown CPU")
+    cores = machine.get("cores")
+    return f"{cpu}, {cores} cores" if cores else cpu
+
+
 def first_run_section() -> str:
     f = _load("first_run.json")
     if not f:
@@ -195,17 +202,30 @@ def first_run_section() -> str:
         "phase done, plus a cold `brainbot query --mode bm25` that finds it), until every "
         "chunk is embedded, and the embedder alone on the same distinct texts (model load "
         "included). Ratios: semantic phase / embedder alone (target ≤ 1.05×) and whole "
-        f"index / embedder alone. {f['machine']['cpu']}, shared with other jobs: the load "
-        "average at the start of each index is shown, and every figure is under that load: the "
-        "ratios swung from 0.4× to 1.1× between runs, so they are no verdict on the 1.05× "
-        "target (it needs a quiet machine).",
+        f"index / embedder alone. {_host(f['machine'])}; the load average at the start of "
+        "each index is shown (on a shared machine the ratios swung from 0.4× to 1.1× "
+        "between runs: only a quiet run, load below 2 on the 2 cores, is a verdict on the "
+        "1.05× target).",
         "", _table(["vault", "files", "MB", "chunks", "to last BM25 hit s", "fully embedded s",
                     "embedder alone s", "semantic / alone", "index / alone", "load"], rows),
         "", "The lexical phase by stage (seconds in the indexing process; chunk = the wait "
         "for the chunking workers, reading excluded), and the CPU seconds of the whole index "
         "process with its workers (user + system; the load inflates them far less):", "",
         _table(["vault", "discover", "read", "chunk", "write", "links", "to lexical end",
-                "index CPU s"], stage_rows)])
+                "index CPU s"], stage_rows), *_lexical_steps()])
+
+
+def _lexical_steps() -> list[str]:
+    """How the big vault's lexical phase got to its figure, step by step (one host)."""
+    f = _load("first_run_lexical.json")
+    if not f:
+        return []
+    rows = [[r["code"], r["lexical_s"], r["write_s"], r["user_s"], r["sys_s"],
+             r["max_rss_mb"], r["load"]] for r in f["runs"]]
+    return ["", f"The big vault's lexical phase, step by step: {f['what']}; "
+            f"{_host(f['machine'])}, {f['date']}. {f['content']}.", "",
+            _table(["code", "lexical s", "write s", "user CPU s", "system CPU s",
+                    "max RSS MB", "load"], rows)]
 
 
 def search_section() -> str:
@@ -599,8 +619,11 @@ def build() -> str:
                          coldstart_section(), serve_section(), serve_http_section(),
                          watch_first_section(),
                          related_section()) if p]
-    return "## Results\n\nMachine: 2-core AMD EPYC VM, 24 GB, shared and noisy; every " \
-           "figure is from one run of the command named, anchors side by side.\n\n" + \
+    return "## Results\n\nMachines: 2-vCPU VMs with 24 GB, shared and noisy. Until " \
+           "2026-12-01 every run was on an AMD EPYC (Zen 1: AVX2 and FMA, no AVX-512); " \
+           "the first-run and serving tables are from an Intel Xeon (KVM, AVX-512 and " \
+           "VNNI), 2026-12-02; each section names its host. Every figure is from one run " \
+           "of the command named, anchors side by side.\n\n" + \
            "\n\n".join(parts)
 
 
