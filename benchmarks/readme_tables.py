@@ -630,7 +630,8 @@ def build() -> str:
                          watch_first_section(),
                          related_section()) if p]
     return "## Results\n\nMachines: 2-vCPU VMs with 24 GB, shared and noisy. Until " \
-           "2026-12-01 every run was on an AMD EPYC (Zen 1: AVX2 and FMA, no AVX-512); " \
+           "2026-12-01 every run was on AMD EPYC VMs (the kernel sections say which: Zen 1 " \
+           "has AVX2 and FMA, no AVX-512); " \
            "the first-run and serving tables are from an Intel Xeon (KVM, AVX-512 and " \
            "VNNI), 2026-12-02; each section names its host. Every figure is from one run " \
            "of the command named, anchors side by side.\n\n" + \
