@@ -100,13 +100,11 @@ def cmd_query(args) -> int:
     reply = _daemon_query(args)
     if reply is not None:
         return _print_query(args, reply["hits"], reply.get("partial"), reply.get("text", ""))
-    from brainbot.notes.vault import parse_when
     from brainbot.search.searcher import Searcher
 
     from .render import Style, hit_block, use_colour
 
-    since = parse_when(args.since) if args.since else None
-    before = parse_when(args.before) if args.before else None
+    since, before = _dates(args)
     with Searcher(args.db) as searcher:
         hits = searcher.search(args.text, args.k, mode=args.mode, rerank=args.rerank,
                                path_glob=args.path, tags=args.tag, min_score=args.min_score,
@@ -116,6 +114,17 @@ def cmd_query(args) -> int:
         hit_block(i + 1, h, args.text, Style(use_colour(sys.stdout)), args.explain)
         for i, h in enumerate(hits))
     return _print_query(args, [h.to_dict(args.explain) for h in hits], note, text)
+
+
+def _dates(args) -> tuple[str | None, str | None]:
+    """--since and --before as ISO dates; the vault module (link and date parsing, its
+    regexes) is imported only when one is given, not by every cold query."""
+    if not (args.since or args.before):
+        return None, None
+    from brainbot.notes.vault import parse_when
+
+    return (parse_when(args.since) if args.since else None,
+            parse_when(args.before) if args.before else None)
 
 
 def _print_query(args, records: list[dict], note: str | None, text: str) -> int:

@@ -122,3 +122,18 @@ def test_report_on_examples(capsys):
                                             "cut_fences": 0, "cut_table_rows": 0}
     assert report["signals"]["boundary"]["score"] >= 99 and report["signals"]["junk"]["score"] >= 99
     assert 90 <= report["score"] <= 100 and report["chunks"] > 250 and report["warnings"] == []
+
+
+def test_a_cold_query_imports_only_what_it_uses(tmp_path, examples_db):
+    # With no daemon running, a bm25 query needs neither the HTTP client (serve/client.py)
+    # nor the vault's link and date parsing (only --since/--before use it).
+    code = ("import sys; from brainbot.cli import main; "
+            f"rc = main(['query', 'reading log', '--db', {str(examples_db)!r}, "
+            "'--mode', 'bm25', '--json']); "
+            "print(sorted(m for m in ('http.client', 'ssl', 'uuid', 'brainbot.notes.vault')"
+            " if m in sys.modules), file=sys.stderr); sys.exit(rc)")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout), "the query found nothing"
+    assert run.stderr.strip().splitlines()[-1] == "[]"

@@ -25,7 +25,6 @@ This module imports only the standard library and the SQLite file's meta reader
 from __future__ import annotations
 
 import hashlib
-import http.client
 import json
 import os
 from functools import lru_cache
@@ -122,6 +121,8 @@ def _call(db, route: str, body: dict, timeout: float, info: dict | None = None
     index = identity(db) if info is not None else None
     if index is None:
         return None
+    import http.client  # here, not at the top: a query with no daemon never needs it
+
     conn = http.client.HTTPConnection("127.0.0.1", int(info["port"]), timeout=timeout)
     try:
         conn.request("POST", route, body=json.dumps({**body, "index": index}).encode(),

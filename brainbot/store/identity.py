@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import uuid
+import os
 from dataclasses import asdict, dataclass
 
 from brainbot.errors import IdentityMismatchError
@@ -48,7 +48,7 @@ def new_index_id() -> str:
     a writer, for one from before index ids), never copied, new after a rebuild. Two
     spellings of one index (``n.db``, ``./n.db``, a symlink, another URL) share it; a
     reader that sees it change knows the index was rebuilt or replaced under it."""
-    return uuid.uuid4().hex
+    return os.urandom(16).hex()  # 128 random bits; uuid would cost a cold query ~0.6 ms
 
 
 def stamp(meta: dict[str, str]) -> tuple[str, str] | None:
