@@ -473,11 +473,25 @@ def coldstart_section() -> str:
         "(d26c361) and the branch interleaved on its own ~9.7k-chunk index; main now: "
         "a later run of the merged code, on an index built by it. `brainbot ask` (no key): "
         f"before is {cs.get('baseline', {}).get('label') or 'the baseline'} in the same run "
-        "as main now, where finding that there is no key imported the Anthropic SDK.", "",
+        "as main now, where finding that there is no key imported the Anthropic SDK.",
+        _same_run_line(cs), "",
         "Where a hybrid query's time goes, stage by stage in one fresh process (median ms; "
         "before: d26c361 in the branch's run; "
         "\"session\" now includes finding and checking the pre-optimized graph, see "
         "`brainbot/model/session.py`):", "", _table(["stage", "before", "now"], brk)])
+
+
+def _same_run_line(cs: dict) -> str:
+    """The baseline checkout of the latest run against main, hybrid and bm25, same run."""
+    wp, label = cs["whole_process"], cs.get("baseline", {}).get("label")
+    if not label or "bm25 (baseline)" not in wp:
+        return ""
+    ms = {k: f"{1000 * wp[k]['median_s']:.0f}" for k in
+          ("hybrid", "bm25", "hybrid (baseline)", "bm25 (baseline)")}
+    return (f"In the same run ({cs.get('machine', {}).get('cpu', 'this host')}), {label} "
+            f"(the tree before the stage packages, issue 21) on its own index: hybrid "
+            f"{ms['hybrid (baseline)']} ms against main's {ms['hybrid']}, bm25 "
+            f"{ms['bm25 (baseline)']} against {ms['bm25']}.")
 
 
 def serve_section() -> str:
