@@ -34,11 +34,10 @@ typedef struct {
 static void scan_rows(const bb_scan_part *p) {
     const cosine_pass *c = (const cosine_pass *)p->ctx;
     float *buf = c->buf + (int64_t)p->thread * c->nq * BLOCK;
-    int64_t idx[BLOCK];
+    int64_t idx[BLOCK], pos[BB_SCAN_LANES], nb;
     const float *rows[4];
-    for (int64_t b0 = p->begin; b0 < p->end; b0 += BLOCK) {
-        int64_t b1 = b0 + BLOCK < p->end ? b0 + BLOCK : p->end;
-        int64_t nb = bb_block_ids(c->mask, b0, b1, idx);
+    for (int l = 0; l < p->lanes; l++) pos[l] = p[l].begin;
+    while ((nb = bb_lane_block(p, pos, c->mask, BLOCK / p->lanes, idx)) > 0) {
         if (c->nq == 1) {
             c->ops->dot_rows(c->matrix, idx, nb, c->d, c->queries, buf);
         } else {
@@ -75,15 +74,18 @@ int bb_cosine_topk(const float *matrix, int64_t n, int64_t d,
     int64_t work = n * d * (int64_t)sizeof(float);
     int nt = bb_resolve_threads(n_threads, n, q > 1 && work < INT64_MAX / q ? work * q : work);
     int64_t qc = q < QCHUNK ? q : QCHUNK;
+    /* One query streams: its rows come from BB_SCAN_LANES places at once. A batch
+     * reuses each row from cache across its queries: one lane. */
+    int lanes = q == 1 ? BB_SCAN_LANES : 1;
     bb_heap *heaps = malloc(sizeof(bb_heap) * (size_t)(nt * qc));
-    bb_item *items = malloc(sizeof(bb_item) * (size_t)(nt * qc * cap + 1));
+    bb_item *items = malloc(sizeof(bb_item) * (size_t)(nt * qc * bb_heap_slots(cap) + 1));
     float *buf = malloc(sizeof(float) * (size_t)(nt * qc * BLOCK));
     int status = (heaps && items && buf) ? BB_OK : BB_ERR_NOMEM;
 
     for (int64_t q0 = 0; q0 < q && status == BB_OK; q0 += qc) {
         int64_t nq = q - q0 < qc ? q - q0 : qc;
         cosine_pass pass = {ops, matrix, d, queries + q0 * d, nq, mask, buf};
-        status = bb_scan_rows(nt, n, nq, cap, scan_rows, &pass, heaps, items);
+        status = bb_scan_rows(nt, lanes, n, nq, cap, scan_rows, &pass, heaps, items);
         for (int64_t j = 0; j < nq && status == BB_OK; j++) {
             bb_heap_sort(&heaps[j]);
             bb_heap_emit(&heaps[j], k, out_ids + (q0 + j) * k, out_scores + (q0 + j) * k);

@@ -15,8 +15,9 @@
  *   - When fewer than k items are eligible, output ids are padded with -1 and scores
  *     with -INFINITY (fusion also pads ranks with 0 and leg scores with NaN).
  *   - mask: optional uint8[n] allow-list; nonzero = may be returned; NULL = all rows.
- *   - simd: BB_SIMD_AUTO picks the best path the CPU supports (AVX2+FMA on x86-64,
- *     NEON on arm64); BB_SIMD_SCALAR forces the portable C path (tests compare them).
+ *   - simd: BB_SIMD_AUTO picks the best path the CPU supports (AVX-512 with VNNI, else
+ *     AVX2+FMA on x86-64, NEON on arm64); BB_SIMD_SCALAR forces the portable C path and
+ *     BB_SIMD_AVX2 the AVX2+FMA one on any x86-64 CPU that has it (tests compare them).
  *   - n_threads: 0 = automatic (one thread for small inputs, else up to the number of
  *     online CPUs, at most BB_AUTO_MAX_THREADS); > 0 = exactly that many (at most
  *     BB_MAX_THREADS, and never more than there are rows).
@@ -52,7 +53,8 @@ enum {
 /* SIMD selection, per call. */
 enum {
     BB_SIMD_AUTO = 0,
-    BB_SIMD_SCALAR = 1
+    BB_SIMD_SCALAR = 1,
+    BB_SIMD_AVX2 = 2  /* x86-64: the AVX2+FMA path even where AVX-512 is picked; else invalid */
 };
 
 /* Fusion methods. */
@@ -71,7 +73,8 @@ enum {
 const char *bb_strerror(int status);
 
 /* The name of the code path `simd` resolves to on this CPU:
- * "avx2-fma", "neon" or "scalar". */
+ * "avx512-vnni", "avx2-fma", "neon" or "scalar" ("invalid" for an unknown or
+ * unsupported value). */
 const char *bb_backend(int simd);
 
 /* Number of CPUs this process may run on (online CPUs, limited by the sched affinity
@@ -140,12 +143,17 @@ int64_t bb_default_pool(int64_t k);
  *   pool        0 = bb_default_pool(k); a pool < k is raised to k
  *   mask        uint8   [n] or NULL
  *   out_ids     int64   [q, k];  out_scores float32 [q, k]
+ *   out_floor   float32 [q] or NULL: the lowest approx value in each query's pool, which
+ *               bounds the approx value of every allowed row left out of it (what a
+ *               caller needs to prove the ids exact, brainbot/kernel/int8_scan.py);
+ *               -INFINITY when the pool is not full (fewer allowed rows than pool, or
+ *               pool >= n): then it holds every allowed row
  */
 int bb_cosine_topk_int8(const int8_t *codes, const float *scales, const float *matrix,
                         int64_t n, int64_t d,
                         const float *queries, int64_t q, int64_t k, int64_t pool,
                         const uint8_t *mask, int n_threads, int simd,
-                        int64_t *out_ids, float *out_scores);
+                        int64_t *out_ids, float *out_scores, float *out_floor);
 
 /*
  * BM25 top-k over postings in CSR form (term-at-a-time into a dense accumulator).
@@ -234,25 +242,43 @@ typedef struct {
  * (score desc, id asc); the root is the worst item kept. NaN scores are refused.
  * `thr` is the root's score once full (-INFINITY before), for a cheap pre-filter:
  * a candidate with score < thr can never enter.
+ * A heap with a spill buffer (bb_heap_init_spill, for a large cap) takes what beats the
+ * root, once full, into the buffer unsorted, and when the buffer is full keeps the cap
+ * best of heap and buffer (a selection, then a heapify): O(1) an entry instead of
+ * O(log cap). The items kept are the same; `thr` lags until the next flush, which only
+ * lets more candidates through to the buffer. items[0..count) is a heap again after
+ * bb_heap_flush (bb_heap_sort flushes first).
  */
 typedef struct {
-    bb_item *items;  /* [cap] */
+    bb_item *items;  /* [cap + spill]: the heap, then the spill buffer */
     int64_t count;
     int64_t cap;
+    int64_t spill;   /* buffer capacity; 0: a plain heap */
+    int64_t spilled; /* items waiting in items[cap .. cap + spilled) */
     float thr;
 } bb_heap;
 
+/* From this cap on, bb_heap_init_spill gives a heap a buffer of cap items. At 1M x 384
+ * int8 rows with a pool of 7,812 the heap's sifts took ~18 % of the scan's CPU. */
+#define BB_SPILL_MIN 1024
+
 void bb_heap_init(bb_heap *h, bb_item *storage, int64_t cap);
+/* The storage slots bb_heap_init_spill needs for a heap of cap: cap, or 2 cap. */
+int64_t bb_heap_slots(int64_t cap);
+void bb_heap_init_spill(bb_heap *h, bb_item *storage, int64_t cap);
 /* Offer (score, id); keeps the cap best items. */
 void bb_heap_offer(bb_heap *h, float score, int64_t id);
+/* Fold the spill buffer in: items[0..count) is then the heap of the cap best. */
+void bb_heap_flush(bb_heap *h);
 /* Sort the heap's items best first into items[0..count) (destroys the heap order). */
 void bb_heap_sort(bb_heap *h);
 /* Write the sorted items to out_ids/out_scores [k], padding with -1 / -INFINITY. */
 void bb_heap_emit(const bb_heap *h, int64_t k, int64_t *out_ids, float *out_scores);
 
-/* Fast pre-filter used in the scan loops: may (score, id) enter the heap? Rows are
- * scanned in increasing id order within one heap, so an equal score never displaces. */
-#define BB_HEAP_WANTS(h, s) ((s) > (h)->thr || ((h)->count < (h)->cap && (s) == (s)))
+/* Fast pre-filter used in the scan loops: may (score, id) enter the heap? A score equal
+ * to the root's goes on to bb_heap_offer, which decides by id: a thread's lanes offer
+ * rows out of id order (bb_lane_block). NaN never passes. */
+#define BB_HEAP_WANTS(h, s) ((s) >= (h)->thr)
 
 /*
  * The per-architecture kernels. Each table entry computes the same quantity; the
@@ -288,13 +314,15 @@ typedef struct {
                         float *contrib);
     /* Quantise one row x float32 [d] to codes int8 [d] and *scale (bb_quantize_int8). */
     void (*quant_i8)(const float *x, int64_t d, int8_t *codes, float *scale);
-    /* Sum of x[0..n) (bandwidth probe). */
+    /* Sum of x[0..n) (bandwidth probe), read the fastest way the table knows (AVX2:
+     * the quarters in lockstep, four streams). */
     double (*sum_f32)(const float *x, int64_t n);
 } bb_ops;
 
 extern const bb_ops bb_ops_scalar;
 #if defined(__x86_64__) || defined(_M_X64)
 extern const bb_ops bb_ops_avx2;
+extern const bb_ops bb_ops_avx512;
 #endif
 #if defined(__aarch64__)
 extern const bb_ops bb_ops_neon;
@@ -312,28 +340,45 @@ int bb_parallel(int n_threads, void (*fn)(void *), void *args, size_t stride);
 #define BB_QUANT_TINY 0x1p-100f
 #define BB_QUANT_LIFT 0x1p100f
 
-/* One thread's share of a row-parallel scan (bb_scan_rows). */
+/* Read streams per thread of a one-query scan (BB_SCAN_LANES rows from as many far-apart
+ * places in flight): one sequential stream read 100k x 384 f32 ~1.2-1.4x slower than
+ * four far apart on the Intel Xeon host (README "Search kernels"). */
+#define BB_SCAN_LANES 4
+/* The most rows bb_lane_block takes from one lane per call. */
+#define BB_LANE_ROWS 256
+
+/* One lane of a row-parallel scan (bb_scan_rows): a thread scans its `lanes` consecutive
+ * parts side by side, each with its own rows, into the thread's heaps. */
 typedef struct bb_scan_part {
     void (*scan)(const struct bb_scan_part *part);
     const void *ctx;    /* the scan's own arguments, shared by all threads */
     int thread;         /* 0 <= thread < n_threads: to find per-thread scratch in ctx */
-    int64_t begin, end; /* this thread's rows [begin, end) */
-    bb_heap *heaps;     /* [nq]: this thread's heap for each query */
+    int lanes;          /* parts this thread scans: part[0..lanes) (set in the first) */
+    int64_t begin, end; /* this lane's rows [begin, end) */
+    bb_heap *heaps;     /* [nq]: this thread's heap for each query (its lanes share it) */
 } bb_scan_part;
 
 /*
- * The fan-out of the cosine and int8 scans: rows [0, n) are split evenly over
- * n_threads (1..BB_MAX_THREADS), and thread t runs scan(part) with nq empty heaps of
- * capacity cap (heaps + t * nq, storage items + (t * nq + j) * cap). The threads'
- * heaps are then merged query by query into the first thread's, so on BB_OK heaps[j]
- * (j < nq) holds query j's cap best rows over all threads, unsorted; the same items
- * whatever the thread count.
- *   heaps  bb_heap [n_threads * nq];   items  bb_item [n_threads * nq * cap]
+ * The fan-out of the cosine and int8 scans: rows [0, n) are split evenly into
+ * n_threads * lanes parts (threads 1..BB_MAX_THREADS, lanes 1..BB_SCAN_LANES), and thread
+ * t runs scan(parts + t * lanes), its `lanes` parts, with nq empty heaps of capacity cap
+ * (bb_heap_init_spill). The threads' heaps are then merged query by query into the first
+ * thread's and flushed, so on BB_OK heaps[j] (j < nq) is a heap of query j's cap best
+ * rows over all of them, unsorted; the same items whatever the thread and lane counts
+ * (the heap order is total).
+ *   heaps  bb_heap [n_threads * nq];   items  bb_item [n_threads * nq * bb_heap_slots(cap)]
  * Returns BB_OK or BB_ERR_THREAD.
  */
-int bb_scan_rows(int n_threads, int64_t n, int64_t nq, int64_t cap,
+int bb_scan_rows(int n_threads, int lanes, int64_t n, int64_t nq, int64_t cap,
                  void (*scan)(const bb_scan_part *), const void *ctx,
                  bb_heap *heaps, bb_item *items);
+
+/* The next block of a thread's lanes, interleaved: up to `per_lane` rows from each
+ * lane's position pos[l] (advanced past them), the ones mask allows (all when NULL),
+ * into idx in the order lane 0, 1, .., lanes-1, lane 0, ... Within a lane the ids
+ * ascend. Returns how many (0: every lane is done). */
+int64_t bb_lane_block(const bb_scan_part *part, int64_t *pos, const uint8_t *mask,
+                      int64_t per_lane, int64_t *idx);
 
 /* 1 if every value of x[0..n) is finite. */
 int bb_all_finite(const float *x, int64_t n);

@@ -55,11 +55,10 @@ typedef struct {
 
 static void scan_codes(const bb_scan_part *p) {
     const int8_pass *c = (const int8_pass *)p->ctx;
-    int64_t idx[BLOCK];
+    int64_t idx[BLOCK], pos[BB_SCAN_LANES], nb;
     int32_t dots[BLOCK];
-    for (int64_t b0 = p->begin; b0 < p->end; b0 += BLOCK) {
-        int64_t b1 = b0 + BLOCK < p->end ? b0 + BLOCK : p->end;
-        int64_t nb = bb_block_ids(c->mask, b0, b1, idx);
+    for (int l = 0; l < p->lanes; l++) pos[l] = p[l].begin;
+    while ((nb = bb_lane_block(p, pos, c->mask, BLOCK / p->lanes, idx)) > 0) {
         for (int64_t j = 0; j < c->nq; j++) {
             bb_heap *h = &p->heaps[j];
             c->ops->dot_i8(c->codes, idx, nb, c->d, c->qcodes + j * c->d, dots);
@@ -89,7 +88,7 @@ int bb_cosine_topk_int8(const int8_t *codes, const float *scales, const float *m
                         int64_t n, int64_t d,
                         const float *queries, int64_t q, int64_t k, int64_t pool,
                         const uint8_t *mask, int n_threads, int simd,
-                        int64_t *out_ids, float *out_scores) {
+                        int64_t *out_ids, float *out_scores, float *out_floor) {
     const bb_ops *ops = bb_select_ops(simd);
     if (!ops) return BB_ERR_ARG;
     if (k <= 0) return BB_ERR_K;
@@ -106,9 +105,11 @@ int bb_cosine_topk_int8(const int8_t *codes, const float *scales, const float *m
     int64_t work = n * d; /* int8 bytes, once per query */
     int nt = bb_resolve_threads(n_threads, n, q > 1 && work < INT64_MAX / q ? work * q : work);
     int64_t qc = q < QCHUNK ? q : QCHUNK;
-    bb_heap *heaps = malloc(sizeof(bb_heap) * (size_t)(nt * qc));
+    int lanes = q == 1 ? BB_SCAN_LANES : 1; /* as in cosine.c */
+    bb_heap *heaps = malloc(sizeof(bb_heap) * (size_t)((int64_t)nt * qc));
     /* The scan's pool heaps, then one rescoring heap of kcap items. */
-    bb_item *items = malloc(sizeof(bb_item) * (size_t)(nt * qc * pcap + kcap + 1));
+    int64_t slots = bb_heap_slots(pcap);
+    bb_item *items = malloc(sizeof(bb_item) * (size_t)((int64_t)nt * qc * slots + kcap + 1));
     int8_t *qcodes = malloc((size_t)(qc * d));
     int status = (heaps && items && qcodes) ? BB_OK : BB_ERR_NOMEM;
 
@@ -118,10 +119,15 @@ int bb_cosine_topk_int8(const int8_t *codes, const float *scales, const float *m
         for (int64_t j = 0; j < nq; j++)
             ops->quant_i8(queries + (q0 + j) * d, d, qcodes + j * d, &qscale);
         int8_pass pass = {ops, codes, scales, d, qcodes, nq, mask};
-        status = bb_scan_rows(nt, n, nq, pcap, scan_codes, &pass, heaps, items);
+        status = bb_scan_rows(nt, lanes, n, nq, pcap, scan_codes, &pass, heaps, items);
         for (int64_t j = 0; j < nq && status == BB_OK; j++) {
+            /* A full pool of fewer rows than n may have left rows out: its root bounds
+             * them. A pool that is not full holds every allowed row. */
+            if (out_floor)
+                out_floor[q0 + j] = heaps[j].count == pool && pool < n ? heaps[j].items[0].score
+                                                                        : -INFINITY;
             bb_heap fin;
-            bb_heap_init(&fin, items + nt * qc * pcap, kcap);
+            bb_heap_init(&fin, items + (int64_t)nt * qc * slots, kcap);
             rescore(ops, matrix, d, queries + (q0 + j) * d, &heaps[j], &fin);
             bb_heap_sort(&fin);
             bb_heap_emit(&fin, k, out_ids + (q0 + j) * k, out_scores + (q0 + j) * k);

@@ -19,7 +19,16 @@ void bb_heap_init(bb_heap *h, bb_item *storage, int64_t cap) {
     h->items = storage;
     h->count = 0;
     h->cap = cap;
+    h->spill = 0;
+    h->spilled = 0;
     h->thr = -INFINITY;
+}
+
+int64_t bb_heap_slots(int64_t cap) { return cap >= BB_SPILL_MIN ? 2 * cap : cap; }
+
+void bb_heap_init_spill(bb_heap *h, bb_item *storage, int64_t cap) {
+    bb_heap_init(h, storage, cap);
+    h->spill = bb_heap_slots(cap) - cap;
 }
 
 static void sift_down(bb_item *it, int64_t n, int64_t i) {
@@ -59,12 +68,55 @@ void bb_heap_offer(bb_heap *h, float score, int64_t id) {
         return;
     }
     if (!worse(&h->items[0], &x)) return;
+    if (h->spill) {
+        h->items[h->cap + h->spilled++] = x;
+        if (h->spilled == h->spill) bb_heap_flush(h);
+        return;
+    }
     h->items[0] = x;
     sift_down(h->items, h->count, 0);
     h->thr = h->items[0].score;
 }
 
+static void swap_items(bb_item *a, bb_item *b) {
+    bb_item t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* Reorder a[0..n) so that its m best (0 < m < n) come first, in any order: a
+ * quickselect (median-of-three pivot, Hoare partition) on the total order. The items
+ * are distinct under it (ids differ), so the m best are one set. */
+static void select_best(bb_item *a, int64_t n, int64_t m) {
+    int64_t lo = 0, hi = n - 1, want = m - 1;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (worse(&a[lo], &a[mid])) swap_items(&a[lo], &a[mid]);
+        if (worse(&a[lo], &a[hi])) swap_items(&a[lo], &a[hi]);
+        if (worse(&a[mid], &a[hi])) swap_items(&a[mid], &a[hi]);
+        bb_item p = a[mid]; /* best of three at lo, median at mid, worst at hi */
+        int64_t i = lo, j = hi;
+        while (i <= j) {
+            while (worse(&p, &a[i])) i++; /* a[i] better than the pivot */
+            while (worse(&a[j], &p)) j--; /* a[j] worse than the pivot */
+            if (i <= j) swap_items(&a[i++], &a[j--]);
+        }
+        if (want <= j) hi = j;
+        else if (want >= i) lo = i;
+        else break;
+    }
+}
+
+void bb_heap_flush(bb_heap *h) {
+    if (!h->spilled) return;
+    select_best(h->items, h->cap + h->spilled, h->cap);
+    h->spilled = 0;
+    for (int64_t i = h->cap / 2 - 1; i >= 0; i--) sift_down(h->items, h->cap, i);
+    h->thr = h->items[0].score;
+}
+
 void bb_heap_sort(bb_heap *h) {
+    bb_heap_flush(h);
     /* Heapsort with the worst at the root: popping the root to the end leaves the
      * array ordered best first. */
     for (int64_t n = h->count; n > 1; n--) {

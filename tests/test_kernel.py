@@ -32,7 +32,10 @@ if TYPE_CHECKING:  # mypy: both implementations satisfy what active() promises
 needs_c = pytest.mark.skipif(
     not K.available(), reason="brainbot._kernel is not built: run `pip install -e .`"
 )
-SIMDS = ["auto", "scalar"]
+# Every C path this CPU has: "auto" (AVX-512 with VNNI where present), "avx2" on any
+# x86-64 CPU with AVX2 (so an AVX-512 host still tests the AVX2 twins), "scalar".
+SIMDS = ["auto", "scalar"] + (
+    ["avx2"] if K.available() and K.backend("avx2") not in ("c/invalid", K.backend()) else [])
 TOL = 2e-5  # |score difference| allowed between summation orders, for |x| = |q| = 1
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -111,7 +114,8 @@ def eligible_of(mask, n):
     return np.ones(n, bool) if mask is None else np.asarray(mask).astype(bool)
 
 
-DIMS = st.sampled_from([1, 2, 3, 7, 8, 9, 15, 16, 17, 23, 24, 31, 32, 33, 63, 100, 384, 385, 1024])
+DIMS = st.sampled_from([1, 2, 3, 7, 8, 9, 15, 16, 17, 23, 24, 31, 32, 33, 63, 64, 65, 100,
+                        127, 128, 129, 384, 385, 1024])
 
 
 # ----------------------------------------------------------------- cosine, f32
@@ -197,9 +201,9 @@ def test_int8_threads_are_bit_identical(simd, q):
     m[4500:] = m[:4500]  # ties across the threads' row ranges
     codes, scales = K.quantize_int8(m)
     mk = make_mask(rng, 9000, "bool")
-    one = K._cosine_topk_int8(codes, scales, m, queries, 25, 0, mk, 1, simd)
+    one = K._cosine_topk_int8(codes, scales, m, queries, 25, 0, mk, 1, simd)[:2]
     for threads in (0, 2, 3, 8):
-        many = K._cosine_topk_int8(codes, scales, m, queries, 25, 0, mk, threads, simd)
+        many = K._cosine_topk_int8(codes, scales, m, queries, 25, 0, mk, threads, simd)[:2]
         np.testing.assert_array_equal(one[0], many[0])
         np.testing.assert_array_equal(one[1], many[1])
 
@@ -220,13 +224,39 @@ def test_unmasked_scan_equals_an_all_true_mask(simd, d):
 
 
 @needs_c
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_a_large_k_spills_and_keeps_the_same_items(threads):
+    """From k = 1024 (BB_SPILL_MIN) a heap buffers what beats its root and selects in
+    batches: ids, order and scores must be what sorting every row's score gives, ties
+    (every row here twice) by id, with and without a mask."""
+    rng = np.random.default_rng(9)
+    m = unit_rows(rng, 6000, 48)
+    m[3000:] = m[:3000]
+    q = unit_rows(rng, 1, 48)
+    mask = (rng.random(6000) < 0.7).astype(np.uint8)
+    for mk in (None, mask):
+        every = K._cosine_topk(m, q, 6000, mk, 1, "auto")  # never full: no spill
+        for k in (1024, 1500, 2999, 3001, 4100):
+            got = K._cosine_topk(m, q, k, mk, threads, "auto")
+            np.testing.assert_array_equal(got[0][0], every[0][0][:k])
+            np.testing.assert_array_equal(got[1][0], every[1][0][:k])
+    codes, scales = R.quantize_int8(m)
+    for pool in (1024, 2500):
+        ids, _, floor = R.cosine_topk_int8_floor(codes, scales, m, q, pool, pool=pool, mask=mask)
+        got, _, got_floor = K._cosine_topk_int8(codes, scales, m, q, pool, pool, mask, threads,
+                                                "auto")
+        assert set(got[0].tolist()) == set(ids[0].tolist())
+        assert got_floor[0] == floor[0]
+
+
+@needs_c
 def test_simd_and_scalar_agree_on_large_input():
     rng = np.random.default_rng(4)
     m, queries = unit_rows(rng, 20000, 384), unit_rows(rng, 3, 384)
     for q in (queries[:1], queries):
-        a = K._cosine_topk(m, q, 50, None, 0, "auto")
         b = K._cosine_topk(m, q, 50, None, 0, "scalar")
-        assert_same_topk(*a, *b)
+        for simd in SIMDS:
+            assert_same_topk(*K._cosine_topk(m, q, 50, None, 0, simd), *b)
 
 
 @needs_c
@@ -302,8 +332,32 @@ def test_int8_matches_reference(n, d, k, q, pool, mask, seed):
     mk = make_mask(rng, n, mask)
     ref = R.cosine_topk_int8(codes, scales, m, queries, k, pool=pool, mask=mk)
     for simd in SIMDS:
-        got = K._cosine_topk_int8(codes, scales, m, queries, k, pool, mk, 0, simd)
+        got = K._cosine_topk_int8(codes, scales, m, queries, k, pool, mk, 0, simd)[:2]
         assert_same_topk(*got, *ref)
+
+
+@needs_c
+@FAST
+@given(n=st.integers(1, 300), d=DIMS, k=st.integers(1, 12), kind=st.sampled_from(["unit", "halves"]),
+       mask=st.sampled_from(["none", "sparse"]), seed=st.integers(0, 2**31 - 1))
+def test_int8_pool_is_the_same_rows_on_every_path(n, d, k, kind, mask, seed):
+    """The pool is the best `pool` rows by int8 score, an exact integer dot times the
+    row's scale: every path (VNNI, AVX2, scalar, numpy) must pick the same rows, ties by
+    id included. pool = k, so the returned ids are the pool itself."""
+    rng = np.random.default_rng(seed)
+    m, query = quant_rows(rng, n, d, kind), unit_rows(rng, 1, d)
+    if n >= 6:
+        m[n // 2 :] = m[: n - n // 2]  # equal int8 scores: the lower id must win
+    codes, scales = R.quantize_int8(m)
+    mk = make_mask(rng, n, mask)
+    ids, _, floor = R.cosine_topk_int8_floor(codes, scales, m, query, k, pool=k, mask=mk)
+    want = set(ids[0].tolist())
+    allowed = n if mk is None else int(np.count_nonzero(mk))
+    assert (floor[0] == -np.inf) == (allowed < k or k >= n)  # -inf: the pool is not full
+    for simd in SIMDS:
+        got, _, got_floor = K._cosine_topk_int8(codes, scales, m, query, k, k, mk, 0, simd)
+        assert set(got[0].tolist()) == want, simd
+        assert got_floor.view(np.int32)[0] == floor.view(np.int32)[0], simd  # the same bits
 
 
 @needs_c
@@ -313,7 +367,7 @@ def test_int8_scores_are_the_exact_single_query_scores(simd, d):
     rng = np.random.default_rng(6)
     m, queries = unit_rows(rng, 5000, d), unit_rows(rng, 6, d)
     codes, scales = K.quantize_int8(m)
-    ids, s = K._cosine_topk_int8(codes, scales, m, queries, 10, 0, None, 0, simd)
+    ids, s = K._cosine_topk_int8(codes, scales, m, queries, 10, 0, None, 0, simd)[:2]
     for j in range(6):
         one_ids, one_s = K._cosine_topk(m, queries[j], 10, None, 0, simd)
         np.testing.assert_array_equal(ids[j], one_ids[0])
@@ -654,7 +708,7 @@ def test_reference_backend_and_pool():
 
 @needs_c
 def test_kernel_backend_and_active():
-    assert K.backend() in ("c/avx2-fma", "c/neon", "c/scalar")
+    assert K.backend() in ("c/avx512-vnni", "c/avx2-fma", "c/neon", "c/scalar")
     assert K.backend("scalar") == "c/scalar"
     assert K.active() is K
     from brainbot._kernel import lib

@@ -22,7 +22,6 @@ from __future__ import annotations
 import numpy as np
 
 POOL = 2048  # rows rescored in f32 first: max(POOL, 16 k, n / 128), then 4 times that
-PROBE = 128  # pool rows whose int8 value is recomputed for the proof
 
 
 class Int8Scan:
@@ -44,33 +43,26 @@ class Int8Scan:
         ``threads`` as the kernels take it (0 = their rule)."""
         first = max(POOL, 16 * k, len(matrix) // 128)
         for pool in (first, first * 4):
-            ids, scores = self.kern.cosine_topk_int8(
-                self.codes, self.scales, matrix, query, pool, pool=pool, mask=mask,
+            ids, scores, floor = self.kern.cosine_topk_int8_floor(
+                self.codes, self.scales, matrix, query, k, pool=pool, mask=mask,
                 threads=threads,
             )
-            if ids[0, -1] < 0 or self.proves(query[0], ids[0], scores[0], k):
+            if floor[0] == -np.inf or self.proves(query[0], float(floor[0]), scores[0], k):
                 self.stats["proved" if pool == first else "widened"] += 1
-                return ids[:, :k].copy(), scores[:, :k].copy()
+                return ids, scores
         self.stats["f32"] += 1
         return self.kern.cosine_topk(matrix, query, k, mask=mask, threads=threads)
 
-    def proves(self, q: np.ndarray, pool_ids: np.ndarray, exact: np.ndarray, k: int) -> bool:
-        """True when no row outside the pool (all of it eligible and full) can reach the
-        k-th exact score of the pool: the bound of the module docstring."""
-        if k > len(pool_ids):
+    def proves(self, q: np.ndarray, floor: float, exact: np.ndarray, k: int) -> bool:
+        """True when no row outside the pool (full, so ``floor`` is finite) can reach the
+        k-th exact score of the pool: the bound of the module docstring. ``floor`` is the
+        kernel's: the lowest int8 value in the pool, (float)(integer dot) * row scale in
+        float32, which no row outside the pool exceeds."""
+        if not np.isfinite(exact[k - 1]):
             return False
         qc, qs = self.kern.quantize_int8(np.ascontiguousarray(q.reshape(1, -1)))
         s_q = float(qs[0])
-        # Every row outside the pool ranks at most as high as any row inside it, so the
-        # int8 value of any pool row bounds them all; the rows of lowest exact score give
-        # a bound close to the pool's minimum, and PROBE of them are cheap to recompute.
-        # The value is the int8 kernel's, float32 as in kernel.h: (float)(sum) * scale;
-        # the integer dot is exact in float32 while |sum| < 2^24 (127^2 d: d <= 1040).
-        probe = pool_ids[-PROBE:]
-        wide = np.float32 if len(q) <= 1040 else np.float64
-        dots = self.codes[probe].astype(wide) @ qc[0].astype(wide)
-        approx = dots.astype(np.float32) * self.scales[probe]
-        t = float(approx.min()) * s_q  # no row outside the pool ranks above this
+        t = floor * s_q  # no row outside the pool ranks above this
         q_l1 = float(np.abs(qc[0], dtype=np.float64).sum()) * s_q
         bound = self.l1_max * s_q / 2 + q_l1 * self.scale_max / 2
         # Float rounding: the ranking value (2 roundings), the codes' formula and the

@@ -52,15 +52,17 @@ __all__ = [
     "bm25_topk",
     "cosine_topk",
     "cosine_topk_int8",
+    "cosine_topk_int8_floor",
     "default_pool",
     "fuse",
     "quantize_int8",
 ]
 
 BUILD_HINT = "build it with `pip install -e .` (or `python setup.py build_ext --inplace`)"
-_SIMD = {"auto": 0, "scalar": 1}
+_SIMD = {"auto": 0, "scalar": 1, "avx2": 2}
 # BRAINBOT_SIMD=scalar makes "auto" run the plain scalar C twins, so that the whole suite
-# can be run as on a CPU without AVX2/NEON (`BRAINBOT_SIMD=scalar make test`).
+# can be run as on a CPU without AVX2/NEON (`BRAINBOT_SIMD=scalar make test`);
+# BRAINBOT_SIMD=avx2 runs it as on an x86-64 CPU without AVX-512.
 _FORCED = os.environ.get("BRAINBOT_SIMD", "auto")
 
 
@@ -101,6 +103,18 @@ class SearchKernel(Protocol):
         mask: _Mask = None,
         threads: int = 0,
     ) -> tuple[_Ids, _F32s]: ...
+
+    def cosine_topk_int8_floor(
+        self,
+        codes: npt.NDArray[np.int8],
+        scales: _F32s,
+        matrix: _F32s,
+        queries: _F32s,
+        k: int,
+        pool: int = 0,
+        mask: _Mask = None,
+        threads: int = 0,
+    ) -> tuple[_Ids, _F32s, _F32s]: ...
 
     def bm25_topk(
         self,
@@ -150,7 +164,8 @@ def active() -> SearchKernel:
 
 
 def backend(simd: str = "auto") -> str:
-    """The code path the kernels run here: "c/avx2-fma", "c/neon" or "c/scalar"."""
+    """The code path the kernels run here: "c/avx512-vnni", "c/avx2-fma", "c/neon" or
+    "c/scalar" ("c/invalid": ``simd`` names a path this CPU does not have)."""
     lib = _need()
     return "c/" + _ffi.string(lib.bb_backend(_simd(simd))).decode()
 
@@ -251,6 +266,17 @@ def cosine_topk_int8(
     codes/scales from quantize_int8(matrix); pool 0 = default_pool(k). Scores are
     exact float32 dots (bit-identical to cosine_topk with one query).
     """
+    ids, scores, _ = _cosine_topk_int8(codes, scales, matrix, queries, k, pool, mask,
+                                       threads, "auto")
+    return ids, scores
+
+
+def cosine_topk_int8_floor(
+    codes, scales, matrix, queries, k, pool=0, mask=None, threads=0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """cosine_topk_int8, and per query the pool's floor: the lowest int8 ranking value
+    ((float)(integer dot) * row scale) in the pool, which bounds that of every allowed row
+    left out; -inf when the pool is not full, so that it holds every allowed row (kernel.h)."""
     return _cosine_topk_int8(codes, scales, matrix, queries, k, pool, mask, threads, "auto")
 
 
@@ -261,6 +287,7 @@ def _cosine_topk_int8(codes, scales, matrix, queries, k, pool, mask, threads, si
     )
     ids = np.empty((q.shape[0], k), dtype=np.int64)
     scores = np.empty((q.shape[0], k), dtype=np.float32)
+    floor = np.empty(q.shape[0], dtype=np.float32)
     _check(
         lib.bb_cosine_topk_int8(
             _buf("int8_t[]", c),
@@ -277,10 +304,11 @@ def _cosine_topk_int8(codes, scales, matrix, queries, k, pool, mask, threads, si
             _simd(simd),
             _buf("int64_t[]", ids),
             _buf("float[]", scores),
+            _buf("float[]", floor),
         ),
         "cosine_topk_int8",
     )
-    return ids, scores
+    return ids, scores, floor
 
 
 def bm25_topk(

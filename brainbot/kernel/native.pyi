@@ -16,6 +16,7 @@ __all__ = [
     "bm25_topk",
     "cosine_topk",
     "cosine_topk_int8",
+    "cosine_topk_int8_floor",
     "default_pool",
     "fuse",
     "quantize_int8",
@@ -47,6 +48,17 @@ class SearchKernel(Protocol):
         mask: _Mask = None,
         threads: int = 0,
     ) -> tuple[_Ids, _F32s]: ...
+    def cosine_topk_int8_floor(
+        self,
+        codes: npt.NDArray[np.int8],
+        scales: _F32s,
+        matrix: _F32s,
+        queries: _F32s,
+        k: int,
+        pool: int = 0,
+        mask: _Mask = None,
+        threads: int = 0,
+    ) -> tuple[_Ids, _F32s, _F32s]: ...
     def bm25_topk(
         self,
         indptr: _Ids,
@@ -79,7 +91,7 @@ class SearchKernel(Protocol):
 
 def available() -> bool: ...
 def active() -> SearchKernel: ...
-def backend(simd: Literal["auto", "scalar"] = "auto") -> str: ...
+def backend(simd: Literal["auto", "scalar", "avx2"] = "auto") -> str: ...
 def cosine_topk(
     matrix: npt.NDArray[np.float32],
     queries: npt.NDArray[np.float32],
@@ -100,6 +112,16 @@ def cosine_topk_int8(
     mask: npt.NDArray[np.uint8] | npt.NDArray[np.bool_] | None = None,
     threads: int = 0,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]: ...
+def cosine_topk_int8_floor(
+    codes: npt.NDArray[np.int8],
+    scales: npt.NDArray[np.float32],
+    matrix: npt.NDArray[np.float32],
+    queries: npt.NDArray[np.float32],
+    k: int,
+    pool: int = 0,
+    mask: npt.NDArray[np.uint8] | npt.NDArray[np.bool_] | None = None,
+    threads: int = 0,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32], npt.NDArray[np.float32]]: ...
 def bm25_topk(
     indptr: npt.NDArray[np.int64],
     doc_ids: npt.NDArray[np.int32],
@@ -128,6 +150,6 @@ def fuse(
     weight_b: float = 1.0,
 ) -> Fused: ...
 def stream_sum(
-    x: npt.NDArray[np.float32], threads: int = 0, simd: Literal["auto", "scalar"] = "auto"
+    x: npt.NDArray[np.float32], threads: int = 0, simd: Literal["auto", "scalar", "avx2"] = "auto"
 ) -> float: ...
 def resolve_threads(threads: int, rows: int, bytes_: int) -> int: ...

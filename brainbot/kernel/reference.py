@@ -31,6 +31,7 @@ __all__ = [
     "bm25_topk",
     "cosine_topk",
     "cosine_topk_int8",
+    "cosine_topk_int8_floor",
     "default_pool",
     "fuse",
     "quantize_int8",
@@ -331,6 +332,15 @@ def cosine_topk_int8(
     codes, scales, matrix, queries, k, pool=0, mask=None, threads=0
 ) -> tuple[np.ndarray, np.ndarray]:
     """Top-k via the int8 copy, then exact float32 rescoring of the best `pool` rows."""
+    ids, scores, _ = cosine_topk_int8_floor(codes, scales, matrix, queries, k, pool, mask,
+                                            threads)
+    return ids, scores
+
+
+def cosine_topk_int8_floor(
+    codes, scales, matrix, queries, k, pool=0, mask=None, threads=0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """cosine_topk_int8, and each query's pool floor (the C kernel's out_floor)."""
     c, s, m, q, k, pool, mk, _ = check_int8(codes, scales, matrix, queries, k, pool, mask, threads)
     pool = max(pool or default_pool(k), k)
     allowed = None if mk is None else mk != 0
@@ -338,11 +348,14 @@ def cosine_topk_int8(
     approx = _int8_dots(c, qcodes) * s[None, :]
     ids = np.empty((q.shape[0], k), dtype=np.int64)
     scores = np.empty((q.shape[0], k), dtype=np.float32)
+    floor = np.full(q.shape[0], -np.inf, dtype=np.float32)
     for j in range(q.shape[0]):
         cand, _ = _select_dense(approx[j], pool, allowed)
         cand = cand[cand >= 0]
+        if len(cand) == pool < len(m):  # a full pool that left rows out
+            floor[j] = approx[j][cand].min()
         ids[j], scores[j] = _select(cand, m[cand] @ q[j], k)
-    return ids, scores
+    return ids, scores, floor
 
 
 def bm25_topk(
