@@ -23,6 +23,13 @@ written through the store; kept under --work and reused):
 
 The machine is shared: the load average is recorded beside each part, and CPU times are
 the figures to compare. Writes benchmarks/results/search_app.json.
+
+    python benchmarks/bench_vector_leg.py --leg 100000,1000000
+
+- **leg** alone: the store's warm vector leg (KernelIndex.cosine, k = 100) over
+  embedding-like synthetic vectors, wall ms: the f32 scan, the int8 copy with its proof,
+  numpy on the same matrix; ids and scores checked equal. Writes
+  benchmarks/results/vector_leg.json.
 """
 
 from __future__ import annotations
@@ -38,7 +45,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
+# numpy's OpenBLAS workers sleep at once instead of spinning on the other core after
+# each call (bench_search.py has the measurement).
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+
+import numpy as np  # noqa: E402 - after the environment it reads at load
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -221,8 +232,84 @@ def mcp(db: Path, queries: int) -> dict:
     return out
 
 
+def leg_store(work: Path, n: int) -> Path:
+    """A synthetic store of n chunks for the leg: bench_serve's builder, with two-word
+    texts from 1M on (the vector leg reads no text; 120-word texts would write ~120M
+    postings) and embedding-like vectors (a shared direction, 30 topics, noise: the
+    generator of tests/test_kernel_int8_scan.py, where int8 needs its widest pools)."""
+    import bench_serve
+
+    db = work / f"leg-{n}.db"
+    if db.is_file():
+        return db
+    rng = np.random.default_rng(11)
+    shared, centres = 0.8 * rng.standard_normal(384), rng.standard_normal((30, 384))
+
+    def clustered(count, rng):
+        x = shared + centres[rng.integers(0, 30, count)] + 0.6 * rng.standard_normal((count, 384))
+        return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+    saved = bench_serve.WORDS_PER_CHUNK, bench_serve.fake_vectors
+    bench_serve.WORDS_PER_CHUNK = 2 if n >= 1_000_000 else saved[0]
+    bench_serve.fake_vectors = clustered
+    try:
+        build_synthetic(db.with_suffix(".part"), n)
+    finally:
+        bench_serve.WORDS_PER_CHUNK, bench_serve.fake_vectors = saved
+    db.with_suffix(".part").rename(db)
+    return db
+
+
+def leg(db: Path, queries: int = 24, k: int = 100) -> dict:
+    """The SQLite store's vector leg, warm, wall ms: the f32 scan, the int8 copy with its
+    proof (KernelIndex.cosine both, with the kernel's thread rule and the load rule of
+    kernel/load.py), and numpy's matmul + argpartition on the same matrix; each query's
+    ids and scores checked equal first, then timed round-robin."""
+    from brainbot.kernel import reference as R
+    from brainbot.kernel.int8_scan import Int8Scan
+    from brainbot.store.target import open_store
+
+    with open_store(db) as store:
+        index = store.index
+        index.sync(store.generation())
+        m = index.ensure_matrix()
+        scan = Int8Scan(index.kernel, m)
+        rng = np.random.default_rng(5)
+        qs = m[rng.integers(0, len(m), queries)] + 0.3 * rng.standard_normal((queries, 384))
+        qs = (qs / np.linalg.norm(qs, axis=1, keepdims=True)).astype(np.float32)
+
+        def f32(q):
+            index.int8 = None
+            index.f32_scans = 0
+            return index.cosine(q, k)
+
+        def int8(q):
+            index.int8 = scan
+            return index.cosine(q, k)
+
+        fns = {"f32": f32, "int8 + proof": int8,
+               "numpy": lambda q: R.cosine_topk(m, q.reshape(1, -1), k)}
+        for q in qs:
+            a, b = f32(q), int8(q)
+            assert (a[0] == b[0]).all() and (a[1] == b[1]).all()
+        times: dict = {name: [] for name in fns}
+        for q in qs:
+            for name, fn in fns.items():
+                t = time.perf_counter()
+                fn(q)
+                times[name].append(time.perf_counter() - t)
+    out = {"chunks": len(m), "k": k, "queries": queries, "proof": scan.stats,
+           "loadavg": os.getloadavg()}
+    out.update({f"{name}_ms": ms(t) for name, t in times.items()})
+    out["numpy_over_int8"] = round(out["numpy_ms"] / out["int8 + proof_ms"], 2)
+    out["numpy_over_f32"] = round(out["numpy_ms"] / out["f32_ms"], 2)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--leg", default="", help="only the warm vector leg at these sizes "
+                    "(comma-separated), written to results/vector_leg.json")
     ap.add_argument("--sizes", default="20000,100000")
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--queries", type=int, default=60)
@@ -230,6 +317,14 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=HERE / "results" / "search_app.json")
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
+    if args.leg:
+        rows = [leg(leg_store(args.work, int(n))) for n in args.leg.split(",")]
+        for row in rows:
+            print(json.dumps(row), flush=True)
+        res = {"cpu": _cpu(), "cpus": os.cpu_count(), "rows": rows,
+               "command": "python benchmarks/bench_vector_leg.py " + " ".join(sys.argv[1:])}
+        (HERE / "results" / "vector_leg.json").write_text(json.dumps(res, indent=2) + "\n")
+        return 0
     sizes = [int(s) for s in args.sizes.split(",")]
     out = {"cpu": _cpu(), "cpus": os.cpu_count(),
            "command": "python benchmarks/bench_vector_leg.py " + " ".join(sys.argv[1:]),
