@@ -401,10 +401,6 @@ def cosine_section(n: int, blas: Blas, with_sqlite: bool) -> dict:
                 codes, scales, m, q, TOPK, threads=t
             ),
         }
-        if K.backend("avx2") not in ("c/invalid", K.backend()):  # AVX-512: the AVX2 twin too
-            engines["brainbot C int8+rescore, AVX2"] = lambda q, t=threads: K._cosine_topk_int8(
-                codes, scales, m, q, TOPK, 0, None, t, "avx2"
-            )
         for eng in others:
             if threads == 1 or not isinstance(eng, SqliteVec):
                 engines[eng.name] = lambda q, e=eng: e.search(q, TOPK)
@@ -830,7 +826,8 @@ def host_note(res: dict) -> str:
     if res.get("cosine"):
         big = max(res["cosine"], key=lambda sec: sec["n"])
         rates = {t: bw["gb_per_s"] for t, bw in big["bandwidth"].items()}
-        where = f" (streaming read of the {big['n']:,} x {DIM} f32 matrix)"
+        where = (f" (the {big['n']:,} x {DIM} f32 matrix read once, four streams a thread:"
+                 " the bound)")
     rate = ", ".join(
         f"{r:.1f} GB/s on {t} thread{'s' if int(t) > 1 else ''}" for t, r in rates.items()
     )
@@ -838,7 +835,9 @@ def host_note(res: dict) -> str:
         f"Host: {mc['cpu']}, {mc.get('usable_cpus')} usable CPUs, SMT siblings: {smt}; "
         f"C backend {mc['brainbot_backend']}"
         + (f"; memory bandwidth {rate}{where}" if rate else "")
-        + ". The f32 scores of the AVX2+FMA path and of the scalar twin (other CPUs) agree to "
+        + ". numpy's OpenBLAS workers sleep right after each call (OPENBLAS_THREAD_TIMEOUT="
+        f"{mc.get('OPENBLAS_THREAD_TIMEOUT')}): spinning, they took the second core from "
+        "the engine raced next. The f32 scores of the AVX2+FMA path and of the scalar twin (other CPUs) agree to "
         "rounding, not bit for bit (FMA fuses what the scalar path multiplies and adds "
         "separately); within one path they are bit-identical for any thread count."
     )

@@ -33,7 +33,6 @@ SOURCES = [
     "probe.c",
     "simd_scalar.c",
     "simd_avx2.c",
-    "simd_avx512.c",
     "simd_neon.c",
 ]
 

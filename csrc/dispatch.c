@@ -19,8 +19,6 @@
 static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
 #if defined(__x86_64__) || defined(_M_X64)
 static int cpu_has_avx2_fma = 0;
-static int cpu_has_avx512_vnni = 0; /* AVX-512 F + BW + VNNI, and AVX2 + FMA */
-static bb_ops avx2_ops;             /* the AVX2 table completed from the scalar one */
 #endif
 #if defined(__aarch64__)
 static int cpu_has_neon = 0;
@@ -31,11 +29,12 @@ static int cpu_count = 1;
 static bb_ops cpu_ops;
 static const bb_ops *cpu_table = &bb_ops_scalar;
 
-/* Adding an entry to bb_ops means adding it to fill_from too. */
+/* Adding an entry to bb_ops means adding it to fill_from_scalar too. */
 _Static_assert(sizeof(bb_ops) == sizeof(const char *) + 6 * sizeof(void (*)(void)),
-               "bb_ops changed: update fill_from");
+               "bb_ops changed: update fill_from_scalar");
 
-static void fill_from(bb_ops *t, const bb_ops *s) {
+static void fill_from_scalar(bb_ops *t) {
+    const bb_ops *s = &bb_ops_scalar;
     if (!t->dot_rows) t->dot_rows = s->dot_rows;
     if (!t->dot_f32) t->dot_f32 = s->dot_f32;
     if (!t->dot_i8) t->dot_i8 = s->dot_i8;
@@ -48,9 +47,6 @@ static void cpu_detect(void) {
 #if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
     __builtin_cpu_init();
     cpu_has_avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    cpu_has_avx512_vnni = cpu_has_avx2_fma && __builtin_cpu_supports("avx512f") &&
-                          __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vnni");
 #endif
 #if defined(__aarch64__)
     cpu_has_neon = 1; /* Advanced SIMD is mandatory on AArch64. */
@@ -67,23 +63,14 @@ static void cpu_detect(void) {
     cpu_count = n < 1 ? 1 : (n > BB_MAX_THREADS ? BB_MAX_THREADS : (int)n);
     const bb_ops *simd = NULL;
 #if defined(__x86_64__) || defined(_M_X64)
-    if (cpu_has_avx2_fma) {
-        avx2_ops = bb_ops_avx2;
-        fill_from(&avx2_ops, &bb_ops_scalar);
-        simd = &avx2_ops;
-    }
-    if (cpu_has_avx512_vnni) simd = &bb_ops_avx512;
+    if (cpu_has_avx2_fma) simd = &bb_ops_avx2;
 #endif
 #if defined(__aarch64__)
     if (cpu_has_neon) simd = &bb_ops_neon;
 #endif
     if (simd) {
-        /* A table's NULL entries: from the AVX2 table under AVX-512, then the scalar. */
         cpu_ops = *simd;
-#if defined(__x86_64__) || defined(_M_X64)
-        if (cpu_has_avx2_fma) fill_from(&cpu_ops, &avx2_ops);
-#endif
-        fill_from(&cpu_ops, &bb_ops_scalar);
+        fill_from_scalar(&cpu_ops);
         cpu_table = &cpu_ops;
     }
 }
@@ -91,9 +78,6 @@ static void cpu_detect(void) {
 const bb_ops *bb_select_ops(int simd) {
     pthread_once(&cpu_once, cpu_detect);
     if (simd == BB_SIMD_SCALAR) return &bb_ops_scalar;
-#if defined(__x86_64__) || defined(_M_X64)
-    if (simd == BB_SIMD_AVX2) return cpu_has_avx2_fma ? &avx2_ops : NULL;
-#endif
     if (simd != BB_SIMD_AUTO) return NULL;
     return cpu_table;
 }

@@ -15,9 +15,8 @@
  *   - When fewer than k items are eligible, output ids are padded with -1 and scores
  *     with -INFINITY (fusion also pads ranks with 0 and leg scores with NaN).
  *   - mask: optional uint8[n] allow-list; nonzero = may be returned; NULL = all rows.
- *   - simd: BB_SIMD_AUTO picks the best path the CPU supports (AVX-512 with VNNI, else
- *     AVX2+FMA on x86-64, NEON on arm64); BB_SIMD_SCALAR forces the portable C path and
- *     BB_SIMD_AVX2 the AVX2+FMA one on any x86-64 CPU that has it (tests compare them).
+ *   - simd: BB_SIMD_AUTO picks the best path the CPU supports (AVX2+FMA on x86-64,
+ *     NEON on arm64); BB_SIMD_SCALAR forces the portable C path (tests compare them).
  *   - n_threads: 0 = automatic (one thread for small inputs, else up to the number of
  *     online CPUs, at most BB_AUTO_MAX_THREADS); > 0 = exactly that many (at most
  *     BB_MAX_THREADS, and never more than there are rows).
@@ -53,8 +52,7 @@ enum {
 /* SIMD selection, per call. */
 enum {
     BB_SIMD_AUTO = 0,
-    BB_SIMD_SCALAR = 1,
-    BB_SIMD_AVX2 = 2  /* x86-64: the AVX2+FMA path even where AVX-512 is picked; else invalid */
+    BB_SIMD_SCALAR = 1
 };
 
 /* Fusion methods. */
@@ -73,8 +71,7 @@ enum {
 const char *bb_strerror(int status);
 
 /* The name of the code path `simd` resolves to on this CPU:
- * "avx512-vnni", "avx2-fma", "neon" or "scalar" ("invalid" for an unknown or
- * unsupported value). */
+ * "avx2-fma", "neon" or "scalar". */
 const char *bb_backend(int simd);
 
 /* Number of CPUs this process may run on (online CPUs, limited by the sched affinity
@@ -322,7 +319,6 @@ typedef struct {
 extern const bb_ops bb_ops_scalar;
 #if defined(__x86_64__) || defined(_M_X64)
 extern const bb_ops bb_ops_avx2;
-extern const bb_ops bb_ops_avx512;
 #endif
 #if defined(__aarch64__)
 extern const bb_ops bb_ops_neon;

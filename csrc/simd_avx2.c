@@ -209,7 +209,13 @@ TARGET static void quant_i8(const float *x, int64_t d, int8_t *codes, float *sca
  * in [-127, 127]. Four rows go side by side: for a batch (rows reused from L2) this
  * measured ~25% faster than rows one after the other. Streaming 1M rows for one query,
  * the hardware prefetcher did not keep up with four short interleaved streams (9 GB/s
- * against 19 GB/s for f32); a software prefetch 2 KB ahead made that scan ~30% faster. */
+ * against 19 GB/s for f32); a software prefetch 2 KB ahead made that scan ~30% faster.
+ * An AVX-512 VNNI version (vpdpbusd on (code xor 0x80) x query, minus 128 sum(query):
+ * the same integers) was 11% faster at 1M rows before the scans read four lanes; with
+ * them the scan is memory-bound and VNNI was no faster (1M: 16.0 ms vs 15.9 on two
+ * threads) and slower on cache-resident rows (10k: 0.217 vs 0.186 ms), Intel Xeon host,
+ * raced in bench_search.py. Not kept.
+ */
 INLINE __m256i i8_step(__m256i acc, __m256i row, __m256i qabs, __m256i qv, __m256i ones) {
     __m256i p = _mm256_maddubs_epi16(qabs, _mm256_sign_epi8(row, qv));
     return _mm256_add_epi32(acc, _mm256_madd_epi16(p, ones));

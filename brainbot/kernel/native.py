@@ -59,10 +59,9 @@ __all__ = [
 ]
 
 BUILD_HINT = "build it with `pip install -e .` (or `python setup.py build_ext --inplace`)"
-_SIMD = {"auto": 0, "scalar": 1, "avx2": 2}
+_SIMD = {"auto": 0, "scalar": 1}
 # BRAINBOT_SIMD=scalar makes "auto" run the plain scalar C twins, so that the whole suite
-# can be run as on a CPU without AVX2/NEON (`BRAINBOT_SIMD=scalar make test`);
-# BRAINBOT_SIMD=avx2 runs it as on an x86-64 CPU without AVX-512.
+# can be run as on a CPU without AVX2/NEON (`BRAINBOT_SIMD=scalar make test`).
 _FORCED = os.environ.get("BRAINBOT_SIMD", "auto")
 
 
@@ -164,8 +163,7 @@ def active() -> SearchKernel:
 
 
 def backend(simd: str = "auto") -> str:
-    """The code path the kernels run here: "c/avx512-vnni", "c/avx2-fma", "c/neon" or
-    "c/scalar" ("c/invalid": ``simd`` names a path this CPU does not have)."""
+    """The code path the kernels run here: "c/avx2-fma", "c/neon" or "c/scalar"."""
     lib = _need()
     return "c/" + _ffi.string(lib.bb_backend(_simd(simd))).decode()
 
