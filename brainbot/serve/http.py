@@ -96,12 +96,8 @@ class Api:
         from starlette.concurrency import run_in_threadpool
         from starlette.responses import JSONResponse
 
-        def locked():
-            with self.service.lock:
-                return fn(*args)
-
         try:
-            return JSONResponse(await run_in_threadpool(locked))
+            return JSONResponse(await run_in_threadpool(self.service.locked, fn, *args))
         except Refused as exc:
             return JSONResponse({"error": str(exc)}, status_code=exc.status)
         except BrainbotError as exc:
@@ -442,5 +438,5 @@ def serve(db, watch_paths=None, host: str = "127.0.0.1", port: int = 8765,
     finally:
         if watcher is not None:
             _stop(watcher, thread)
-        service.searcher.close()
+        service.close()
     return 0

@@ -63,28 +63,51 @@ class Service:
     def __init__(self, db, embedder=None) -> None:
         from brainbot.search.searcher import Searcher
 
+        from .warmup import Rewarm
+
         self.db = db
         self.lock = threading.Lock()
         self.searcher = Searcher(db, embedder=embedder)
         self.watching: tuple | None = None  # (Watcher, its thread) with --watch
+        self.closed = False
+        self.rewarm = Rewarm(self)
 
     def warm(self) -> None:
-        """Load the vectors, the postings and the ONNX session before the first call."""
+        """Load the vectors, the ONNX session, the common terms' postings and the int8
+        copy where it pays before the first call (serve/warmup.py)."""
+        from .warmup import prepare
+
         try:
             with self.lock:
                 self.searcher.search("warm up", 1)
+                loaded = prepare(self.searcher.store)
+                self.rewarm.warmed()
+            log.debug("warm-up: %s", loaded)
         except BrainbotError as exc:  # an empty index, say: the calls will say so
             log.warning("warm-up: %s", exc)
+
+    def locked(self, fn, *args, **kwargs):
+        """``fn`` under the lock; then, if it loaded a new generation, a re-warm."""
+        with self.lock:
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.rewarm.check()
 
     def call(self, fn, *args, **kwargs):
         """Run ``fn`` under the lock; brainbot errors become tool errors."""
         from mcp.server.mcpserver.exceptions import ToolError
 
         try:
-            with self.lock:
-                return fn(*args, **kwargs)
+            return self.locked(fn, *args, **kwargs)
         except BrainbotError as exc:
             raise ToolError(str(exc)) from None
+
+    def close(self) -> None:
+        """Close the index; a re-warm in flight stops at its next hold of the lock."""
+        with self.lock:
+            self.closed = True
+            self.searcher.close()
 
     # -- the tools' bodies ---------------------------------------------------------------
     def search(self, query, k, mode, path, tag, since, before, linked_to) -> dict[str, Any]:
@@ -299,7 +322,7 @@ def serve(db, watch_paths=None) -> int:
     finally:
         if watcher is not None:
             _stop(watcher, thread)
-        service.searcher.close()
+        service.close()
     return 0
 
 
