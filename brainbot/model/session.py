@@ -100,6 +100,15 @@ def session_options(threads: int, optimize: bool):
     Disabling weight prepacking made creation 6 ms but moved vectors by 2e-7, and a
     short query ran 35 % slower (4.8 ms against 3.6), so it stays on. ``session.use_ort_model_bytes_directly``
     crashed from Python (the binding does not keep the bytes alive).
+
+    Spinning off (``session.intra_op.allow_spinning`` 0; onnxruntime's default is on): its
+    idle pool thread kept a core busy after each run, which on 2 cores the vector scan and
+    the server's event loop then waited for. Warm `brainbot mcp` search at 100k chunks
+    (bench_serve's 60 hybrid queries, Xeon 2 vCPUs, two runs each, interleaved): p95
+    28.5 and 27.3 ms off against 31.4 and 39.2 on, p50 24.3 / 22.1 against 22.0 / 22.0;
+    embedding and int8 scan in one process: 17-18 ms of process CPU a query off, 25-26 on.
+    Indexing throughput (160 chunks of ~200 words, batch 8) 38.8-40.2 chunks/s off,
+    29.2-41.7 on: no difference out of the noise. The vectors do not depend on it.
     """
     import onnxruntime as ort
 
@@ -107,6 +116,7 @@ def session_options(threads: int, optimize: bool):
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     level = ort.GraphOptimizationLevel
     options.graph_optimization_level = level.ORT_ENABLE_ALL if optimize else level.ORT_DISABLE_ALL
     return options
