@@ -15,12 +15,18 @@
 What is not measured: the quality of these results (see `brainbot eval`).
 
     python benchmarks/bench_serve.py [--quick] [--min-idle 0.8] [--out benchmarks/results/serve.json]
+                                     [--baseline DIR [--baseline-label TEXT]]
     python benchmarks/bench_serve.py --transports|--cold [--min-idle 0.8]
 
 ``--min-idle F``: before each timed search (or round of them), wait until the CPUs were
 at least F idle over 0.5 s (bench_coldstart.wait_for_idle, 120 s at most), so that on a
 shared machine each sample is taken in a quiet moment; the idle shares seen and the load
 averages (1, 5, 15 min) at the start and end go into the JSON.
+
+``--baseline DIR``: warm search is also timed with the brainbot package in DIR (say ``git
+archive BEFORE brainbot | tar -x -C DIR``, plus the built ``_kernel*.so``; it goes first
+on the servers' PYTHONPATH), its server and this tree's open at once on the same index and
+called query by query in alternating order: before and after under the same load.
 """
 
 from __future__ import annotations
@@ -82,45 +88,84 @@ def build_synthetic(db: Path, chunks: int, seed: int = 7) -> None:
                                                    "N", {}, "note", [], news))
 
 
-def server_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC")}
+def server_env(baseline: Path | None = None) -> dict[str, str]:
+    """The servers' environment: no API key; PYTHONPATH picks the baseline's package."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC")}
+    env.pop("PYTHONPATH", None)
+    if baseline is not None:
+        env["PYTHONPATH"] = str(baseline)
+    return env
+
+
+def _params(db: Path, *extra: str, baseline: Path | None = None):
+    """`brainbot mcp` for the SDK's client. With a baseline it runs in the index's folder,
+    which has no brainbot/ to shadow PYTHONPATH (`python -m` puts the cwd first)."""
+    from mcp import StdioServerParameters
+
+    return StdioServerParameters(command=sys.executable,
+                                 args=["-m", "brainbot", "mcp", "--db", str(db), *extra],
+                                 env=server_env(baseline),
+                                 cwd=str(db.parent) if baseline is not None else None)
 
 
 async def _session(db: Path, body, *extra: str):
-    from mcp import ClientSession, StdioServerParameters
+    from mcp import ClientSession
     from mcp.client.stdio import stdio_client
 
-    params = StdioServerParameters(command=sys.executable,
-                                   args=["-m", "brainbot", "mcp", "--db", str(db), *extra],
-                                   env=server_env())
     with open(os.devnull, "w") as err:
-        async with stdio_client(params, errlog=err) as (read, write):
+        async with stdio_client(_params(db, *extra), errlog=err) as (read, write):
             async with ClientSession(read, write) as s:
                 await s.initialize()
                 return await body(s)
 
 
-def warm_search(db: Path, queries: int = 60, min_idle: float = 0.0) -> dict:
+async def _sessions(db: Path, body, baseline: Path | None):
+    """``body({name: session})``: this tree's server and, with ``baseline``, the
+    baseline's, both open at once."""
+    from contextlib import AsyncExitStack
+
+    from mcp import ClientSession
+    from mcp.client.stdio import stdio_client
+
+    trees = {"current": None} | ({"baseline": baseline} if baseline is not None else {})
+    with open(os.devnull, "w") as err:
+        async with AsyncExitStack() as stack:
+            sessions = {}
+            for name, tree in trees.items():
+                read, write = await stack.enter_async_context(
+                    stdio_client(_params(db, baseline=tree), errlog=err))
+                sessions[name] = await stack.enter_async_context(ClientSession(read, write))
+                await sessions[name].initialize()
+            return await body(sessions)
+
+
+def warm_search(db: Path, queries: int = 60, min_idle: float = 0.0,
+                baseline: Path | None = None) -> dict:
+    """p50/p95 of the timed searches; with ``baseline``, of the baseline's server too
+    ("baseline"), the two called query by query in alternating order."""
     import anyio
 
     rng = np.random.default_rng(11)
     texts = [" ".join(words(rng, 6)) for _ in range(queries + 5)]
 
-    async def body(s):
-        times = []
+    async def body(sessions):
+        times = {name: [] for name in sessions}
         for i, text in enumerate(texts):
-            if i >= 5:
-                wait_for_idle(min_idle)
-            t0 = time.perf_counter()
-            result = await s.call_tool("search", {"query": text, "k": 10})
-            if i >= 5:
-                times.append((time.perf_counter() - t0) * 1000)
-            assert not result.is_error, result.content
+            for name in list(sessions)[::1 - 2 * (i % 2)]:
+                if i >= 5:
+                    wait_for_idle(min_idle)
+                t0 = time.perf_counter()
+                result = await sessions[name].call_tool("search", {"query": text, "k": 10})
+                if i >= 5:
+                    times[name].append((time.perf_counter() - t0) * 1000)
+                assert not result.is_error, result.content
         return times
 
-    times = anyio.run(_session, db, body)
-    return {"p50_ms": round(statistics.median(times), 2),
-            "p95_ms": round(float(np.percentile(times, 95)), 2), "queries": len(times)}
+    times = anyio.run(_sessions, db, body, baseline)
+    out = _pcts(times["current"])
+    if baseline is not None:
+        out["baseline"] = _pcts(times["baseline"])
+    return out
 
 
 def build_vault(folder: Path, db: Path, notes: int, seed: int = 5) -> None:
@@ -436,6 +481,12 @@ def main() -> int:
     parser.add_argument("--cold", action="store_true",
                         help="only the cold `brainbot query` with and without a daemon, "
                              "added to benchmarks/results/serve_http.json")
+    parser.add_argument("--baseline", type=Path, metavar="DIR",
+                        help="also time warm search with the brainbot package in DIR (a "
+                             "`git archive` of an earlier commit plus its built _kernel*.so), "
+                             "query by query against this tree's")
+    parser.add_argument("--baseline-label", default="", metavar="TEXT",
+                        help="what the baseline is (say, its commit), recorded in the results")
     parser.add_argument("--min-idle", type=float, default=0.0,
                         help="wait before each timed search (or round) until "
                              "the CPUs were this idle over 0.5 s (e.g. 0.8)")
@@ -455,11 +506,14 @@ def main() -> int:
                                str(REPO / "benchmarks/results/serve_http.json"), args.min_idle)
     out = {"load_start": os.getloadavg()[0], "loads_start": loads(), "cpu": _cpu(),
            "min_idle": args.min_idle, "search": {}}
+    baseline = args.baseline.resolve() if args.baseline else None
+    if baseline is not None:
+        out["baseline"] = {"dir": str(baseline), "label": args.baseline_label}
     with tempfile.TemporaryDirectory() as tmp:
         for n in [10_000] if args.quick else [10_000, 100_000]:
             db = Path(tmp) / f"s{n}.db"
             build_synthetic(db, n)
-            out["search"][str(n)] = warm_search(db, min_idle=args.min_idle)
+            out["search"][str(n)] = warm_search(db, min_idle=args.min_idle, baseline=baseline)
             print(f"warm MCP search, hybrid, {n:,} chunks: {out['search'][str(n)]}", flush=True)
         folder, db = Path(tmp) / "vault", Path(tmp) / "vault.db"
         build_vault(folder, db, 500 if args.quick else 2000)
