@@ -5,7 +5,12 @@
  *
  * Two summation orders, each fixed, so a duplicated row always gets the same bits:
  *   dot_rows (one query, memory bound): two 8-lane accumulators per row, even 8-float
- *     chunks into the first and odd chunks into the second, rows one after the other.
+ *     chunks into the first and odd chunks into the second; four rows stepped together,
+ *     each in its own accumulators and order, since issue #24 (the rows come from four
+ *     lanes far apart, cosine.c; measured only on the Intel Xeon host, README "Search
+ *     kernels": 100k x 384 on two threads 4.41 ms against 5.08 rows one after the other,
+ *     one thread unchanged). What follows was measured with rows one after the other and
+ *     the four interleaved rows adjacent, not from four lanes:
  *     Reading each row sequentially with two FMA chains measured 1.00-1.05x the
  *     streaming-read time at 100k x 384; one chain was 1.15-1.2x (FMA latency x 48 ~
  *     the time to fetch a row), and interleaving 4 rows (4 streams) 1.3x.
