@@ -19,6 +19,11 @@
 #define BLOCK 256
 /* Queries per pass over the matrix: 64 x 384 f32 = 96 KB of queries stay in L2. */
 #define QCHUNK 64
+/* Lanes of a one-query scan: two far-apart streams per thread, each row prefetched
+ * (PREFETCH_AHEAD in simd_avx2.c). 1M x 384 on the Intel Xeon host (issue #24), one
+ * thread: 2 lanes 79.6-79.8 ms, 4 lanes 83.2-83.8, 1 lane (rows stepped 4 at a time,
+ * 6 KB ahead) 85.6; numpy's matmul + argpartition 103.8-104.0 in the same race. */
+#define F32_LANES 2
 
 /* The arguments of one pass over the rows, shared by its threads (bb_scan_rows). */
 typedef struct {
@@ -74,9 +79,9 @@ int bb_cosine_topk(const float *matrix, int64_t n, int64_t d,
     int64_t work = n * d * (int64_t)sizeof(float);
     int nt = bb_resolve_threads(n_threads, n, q > 1 && work < INT64_MAX / q ? work * q : work);
     int64_t qc = q < QCHUNK ? q : QCHUNK;
-    /* One query streams: its rows come from BB_SCAN_LANES places at once. A batch
+    /* One query streams: its rows come from F32_LANES places at once. A batch
      * reuses each row from cache across its queries: one lane. */
-    int lanes = q == 1 ? BB_SCAN_LANES : 1;
+    int lanes = q == 1 ? F32_LANES : 1;
     bb_heap *heaps = malloc(sizeof(bb_heap) * (size_t)(nt * qc));
     bb_item *items = malloc(sizeof(bb_item) * (size_t)(nt * qc * bb_heap_slots(cap) + 1));
     float *buf = malloc(sizeof(float) * (size_t)(nt * qc * BLOCK));

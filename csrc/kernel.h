@@ -336,9 +336,11 @@ int bb_parallel(int n_threads, void (*fn)(void *), void *args, size_t stride);
 #define BB_QUANT_TINY 0x1p-100f
 #define BB_QUANT_LIFT 0x1p100f
 
-/* Read streams per thread of a one-query scan (BB_SCAN_LANES rows from as many far-apart
- * places in flight): one sequential stream read 100k x 384 f32 ~1.2-1.4x slower than
- * four far apart on the Intel Xeon host (README "Search kernels"). */
+/* The most read streams per thread of a one-query scan (rows from as many far-apart
+ * places in flight): without a software prefetch, one sequential stream read 100k x 384
+ * f32 ~1.2-1.4x slower than four far apart on the Intel Xeon host (README "Search
+ * kernels"). The int8 scan uses four (quant.c); the f32 scan, which prefetches, two
+ * (cosine.c). */
 #define BB_SCAN_LANES 4
 /* The most rows bb_lane_block takes from one lane per call. */
 #define BB_LANE_ROWS 256
