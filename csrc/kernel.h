@@ -312,7 +312,7 @@ typedef struct {
     /* Quantise one row x float32 [d] to codes int8 [d] and *scale (bb_quantize_int8). */
     void (*quant_i8)(const float *x, int64_t d, int8_t *codes, float *scale);
     /* Sum of x[0..n) (bandwidth probe), read the fastest way the table knows (AVX2:
-     * the quarters in lockstep, four streams). */
+     * the halves in lockstep, two streams, each prefetched 3 KB ahead). */
     double (*sum_f32)(const float *x, int64_t n);
 } bb_ops;
 
