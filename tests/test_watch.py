@@ -284,6 +284,25 @@ def test_the_lock_is_held_per_pass_only(running, tmp_path, shared_embedder):
                "the pass after the lock was released")
 
 
+def test_a_refused_pass_retries_soon_then_backs_off():
+    """The watch's own embedding holds the lock only to read and write a batch: the first
+    retry comes within tens of ms, later ones back off to BUSY_RETRY_MAX_S, no further."""
+    from brainbot.serve.watch import BUSY_RETRY_MAX_S, _busy_wait
+
+    class Stop:
+        waits: list[float] = []
+
+        def wait(self, seconds):
+            self.waits.append(seconds)
+
+    tries = 0
+    for _ in range(10):
+        tries = _busy_wait(Stop(), tries)
+    waits = Stop.waits
+    assert tries == 10 and waits[0] <= 0.05 and waits == sorted(waits)
+    assert waits[-1] == max(waits) == BUSY_RETRY_MAX_S
+
+
 def test_sigterm_stops_the_watcher_cleanly(tmp_path, vault):
     db = tmp_path / "t.db"
     proc = subprocess.Popen([sys.executable, "-m", "brainbot", "watch", str(vault), "--db",
