@@ -212,9 +212,12 @@ int bb_fuse(const int64_t *ids_a, const float *scores_a, int64_t na,
 /*
  * Memory-bandwidth probe for benchmarks: reads x float32 [n] once, streaming, with
  * n_threads threads (0 = auto) and writes the sum to *out_sum (as a checksum, so the
- * read cannot be optimised away).
+ * read cannot be optimised away). streams: read streams per thread, 2 or 4 (0 = 2);
+ * which is faster depends on the host and the size, so a benchmark's bound is the
+ * faster of the two. Only the AVX2 path reads in streams (the others ignore it).
  */
-int bb_stream_sum(const float *x, int64_t n, int n_threads, int simd, double *out_sum);
+int bb_stream_sum(const float *x, int64_t n, int n_threads, int simd, int streams,
+                  double *out_sum);
 
 /* BB_CDEF_END */
 
@@ -311,9 +314,9 @@ typedef struct {
                         float *contrib);
     /* Quantise one row x float32 [d] to codes int8 [d] and *scale (bb_quantize_int8). */
     void (*quant_i8)(const float *x, int64_t d, int8_t *codes, float *scale);
-    /* Sum of x[0..n) (bandwidth probe), read the fastest way the table knows (AVX2:
-     * the halves in lockstep, two streams, each prefetched 3 KB ahead). */
-    double (*sum_f32)(const float *x, int64_t n);
+    /* Sum of x[0..n) (bandwidth probe), read the fastest ways the table knows (AVX2:
+     * `streams` (2 or 4) parts in lockstep, each prefetched 3 KB ahead). */
+    double (*sum_f32)(const float *x, int64_t n, int streams);
 } bb_ops;
 
 extern const bb_ops bb_ops_scalar;

@@ -9,17 +9,20 @@ typedef struct {
     const bb_ops *ops;
     const float *x;
     int64_t begin, end;
+    int streams;
     double sum;
 } sum_task;
 
 static void sum_range(void *arg) {
     sum_task *t = (sum_task *)arg;
-    t->sum = t->ops->sum_f32(t->x + t->begin, t->end - t->begin);
+    t->sum = t->ops->sum_f32(t->x + t->begin, t->end - t->begin, t->streams);
 }
 
-int bb_stream_sum(const float *x, int64_t n, int n_threads, int simd, double *out_sum) {
+int bb_stream_sum(const float *x, int64_t n, int n_threads, int simd, int streams,
+                  double *out_sum) {
     const bb_ops *ops = bb_select_ops(simd);
-    if (!ops || n_threads < 0) return BB_ERR_ARG;
+    if (!ops || n_threads < 0 || (streams != 0 && streams != 2 && streams != 4))
+        return BB_ERR_ARG;
     if (n < 0) return BB_ERR_SHAPE;
     if (!out_sum || (n > 0 && !x)) return BB_ERR_NULL;
     /* Split in whole 4 KB pages so threads never share a cache line. */
@@ -28,6 +31,7 @@ int bb_stream_sum(const float *x, int64_t n, int n_threads, int simd, double *ou
     for (int t = 0; t < nt; t++) {
         tasks[t].ops = ops;
         tasks[t].x = x;
+        tasks[t].streams = streams ? streams : 2;
         tasks[t].begin = (n / 1024 * t / nt) * 1024;
         tasks[t].end = t == nt - 1 ? n : (n / 1024 * (t + 1) / nt) * 1024;
     }

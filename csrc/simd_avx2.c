@@ -301,25 +301,43 @@ TARGET static int bm25_contrib(const int32_t *ids, const float *tf, int64_t cnt,
     return BB_OK;
 }
 
-/* The array's two halves in lockstep, two accumulators each, a line of each prefetched
- * PREFETCH_AHEAD, then the tail. */
-TARGET static double sum_f32(const float *x, int64_t n) {
-    const int64_t h = (n / 2) & ~(int64_t)15;
-    const float *x1 = x + h;
+/* x[0..n) as `streams` (2 or 4) equal parts in lockstep, a line of each prefetched
+ * PREFETCH_AHEAD per step, two accumulators per part with two streams (one with four),
+ * then the tail. Two streams read 1M x 384 fastest on the Intel Xeon host, four were
+ * faster at 100k x 384 on two threads (3.14 vs 3.43 ms in one race). */
+TARGET static double sum_f32(const float *x, int64_t n, int streams) {
+    const int four = streams == 4;
+    const int64_t h = (n / (four ? 4 : 2)) & ~(int64_t)15;
+    const float *x1 = x + h, *x2 = four ? x + 2 * h : x, *x3 = four ? x + 3 * h : x;
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (int64_t i = 0; i < h; i += 16) {
-        PREFETCH_AHEAD(x + i);
-        PREFETCH_AHEAD(x1 + i);
-        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + i));
-        a1 = _mm256_add_ps(a1, _mm256_loadu_ps(x + i + 8));
-        a2 = _mm256_add_ps(a2, _mm256_loadu_ps(x1 + i));
-        a3 = _mm256_add_ps(a3, _mm256_loadu_ps(x1 + i + 8));
+    if (four) {
+        for (int64_t i = 0; i < h; i += 8) {
+            if (!(i & 15)) {
+                PREFETCH_AHEAD(x + i);
+                PREFETCH_AHEAD(x1 + i);
+                PREFETCH_AHEAD(x2 + i);
+                PREFETCH_AHEAD(x3 + i);
+            }
+            a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + i));
+            a1 = _mm256_add_ps(a1, _mm256_loadu_ps(x1 + i));
+            a2 = _mm256_add_ps(a2, _mm256_loadu_ps(x2 + i));
+            a3 = _mm256_add_ps(a3, _mm256_loadu_ps(x3 + i));
+        }
+    } else {
+        for (int64_t i = 0; i < h; i += 16) {
+            PREFETCH_AHEAD(x + i);
+            PREFETCH_AHEAD(x1 + i);
+            a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + i));
+            a1 = _mm256_add_ps(a1, _mm256_loadu_ps(x + i + 8));
+            a2 = _mm256_add_ps(a2, _mm256_loadu_ps(x1 + i));
+            a3 = _mm256_add_ps(a3, _mm256_loadu_ps(x1 + i + 8));
+        }
     }
     float l[8];
     _mm256_storeu_ps(l, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
     double s = 0;
     for (int j = 0; j < 8; j++) s += l[j];
-    for (int64_t i = 2 * h; i < n; i++) s += x[i];
+    for (int64_t i = (four ? 4 : 2) * h; i < n; i++) s += x[i];
     return s;
 }
 

@@ -78,7 +78,8 @@ static int bm25_contrib(const int32_t *ids, const float *tf, int64_t cnt,
     return BB_OK;
 }
 
-static double sum_f32(const float *x, int64_t n) {
+static double sum_f32(const float *x, int64_t n, int streams) {
+    (void)streams; /* one sequential stream */
     float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {

@@ -81,7 +81,8 @@ static int bm25_contrib(const int32_t *ids, const float *tf, int64_t cnt,
     return BB_OK;
 }
 
-static double sum_f32(const float *x, int64_t n) {
+static double sum_f32(const float *x, int64_t n, int streams) {
+    (void)streams; /* one sequential stream */
     float l[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)

@@ -785,3 +785,19 @@ def test_auto_threads_honour_the_affinity_mask():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "1"
+
+
+@pytest.mark.parametrize("simd", SIMDS)
+@pytest.mark.parametrize("streams", [0, 2, 4])
+@pytest.mark.parametrize("n", [0, 7, 64, 1023, 4096 * 3 + 5, 200_003])
+def test_the_bandwidth_probe_reads_every_element_once(simd, streams, n):
+    """bb_stream_sum (the benchmarks' bound) sums the whole array, its ragged tail included,
+    however it splits the read into threads and streams."""
+    x = np.random.default_rng(n).integers(1, 4, n).astype(np.float32)  # exact partial sums
+    for threads in (1, 2):
+        assert K.stream_sum(x, threads=threads, simd=simd, streams=streams) == int(x.sum())
+
+
+def test_the_bandwidth_probe_refuses_other_stream_counts():
+    with pytest.raises(KernelError):
+        K.stream_sum(np.ones(100, np.float32), streams=3)

@@ -418,16 +418,21 @@ def fuse(
     return out
 
 
-def stream_sum(x: np.ndarray, threads: int = 0, simd: str = "auto") -> float:
+def stream_sum(x: np.ndarray, threads: int = 0, simd: str = "auto", streams: int = 0) -> float:
     """Read a float32 array once and return its sum: the memory-bandwidth probe of
-    benchmarks/bench_search.py."""
+    benchmarks/bench_search.py, with `streams` (2 or 4; 0 = 2) read streams a thread."""
     lib = _need()
     if not isinstance(x, np.ndarray) or x.dtype != np.float32 or not x.flags.c_contiguous:
         raise KernelError("stream_sum needs a C-contiguous float32 array")
     out = _ffi.new("double *")
     _check(
         lib.bb_stream_sum(
-            _buf("float[]", x.reshape(-1)), x.size, _ref.check_threads(threads), _simd(simd), out
+            _buf("float[]", x.reshape(-1)),
+            x.size,
+            _ref.check_threads(threads),
+            _simd(simd),
+            streams,
+            out,
         ),
         "stream_sum",
     )

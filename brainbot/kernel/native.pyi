@@ -150,6 +150,9 @@ def fuse(
     weight_b: float = 1.0,
 ) -> Fused: ...
 def stream_sum(
-    x: npt.NDArray[np.float32], threads: int = 0, simd: Literal["auto", "scalar"] = "auto"
+    x: npt.NDArray[np.float32],
+    threads: int = 0,
+    simd: Literal["auto", "scalar"] = "auto",
+    streams: Literal[0, 2, 4] = 0,
 ) -> float: ...
 def resolve_threads(threads: int, rows: int, bytes_: int) -> int: ...
