@@ -300,7 +300,8 @@ def search_targets_section(s: dict) -> str:
             "1.24-1.32, and C f32 / bound at 100k on two threads 1.07-1.12. At 10,000 rows (15 MB, cache-resident) the "
             "bound is a cache figure, not a memory one. The 12 MB two-thread rule holds here "
             "as on the Zen hosts (the cut-off table above: two f32 threads lose at 5,000 rows, "
-            "7.7 MB, and win from 10,000, 15 MB; int8 wins from 50,000)."]
+            "7.7 MB, and win from 10,000, 15 MB; int8 is about even at 20,000, 7.7 MB, 0.92-1.14× "
+            "across runs, and wins from 50,000)."]
     leg = _load("vector_leg.json")
     if leg:
         lrows = [[f"{r['chunks']:,}", r["f32_ms"], r["int8 + proof_ms"], r["numpy_ms"],
