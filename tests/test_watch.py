@@ -286,8 +286,10 @@ def test_the_lock_is_held_per_pass_only(running, tmp_path, shared_embedder):
 
 def test_a_refused_pass_retries_soon_then_backs_off():
     """The watch's own embedding holds the lock only to read and write a batch: the first
-    retry comes within tens of ms, later ones back off to BUSY_RETRY_MAX_S, no further."""
-    from brainbot.serve.watch import BUSY_RETRY_MAX_S, _busy_wait
+    retry comes within tens of ms, later ones back off to BUSY_RETRY_MAX_S, no further
+    (the background embedding's batches retry on the same schedule)."""
+    from brainbot.serve.background import BUSY_RETRY_MAX_S
+    from brainbot.serve.watch import _busy_wait
 
     class Stop:
         waits: list[float] = []

@@ -47,15 +47,8 @@ from brainbot.index.freshness import missing_root_line
 from brainbot.index.indexer import IndexStats
 from brainbot.notes.files import EXTENSIONS, IGNORE_FILE
 
-from .background import Embedding, EmbedReport, Halt, Interruptible
+from .background import Embedding, EmbedReport, Halt, Interruptible, busy_retry_s
 
-# How long a pass waits before retrying while another writer holds the lock: soon at
-# first (the watch's own background embedding holds it only to read a batch and write its
-# vectors), doubling up to BUSY_RETRY_MAX_S (a `brainbot index` may hold it for minutes).
-# With a flat 0.5 s, an edit saved while the previous edit's vectors were being written
-# took ~0.65-0.76 s to be searchable, against ~0.22-0.28 s otherwise (bench_serve.py).
-BUSY_RETRY_FIRST_S = 0.02
-BUSY_RETRY_MAX_S = 0.5
 # How often a missing watched folder is looked for (watchfiles yields empty batches at
 # this period while waiting).
 MISSING_POLL_MS = 500
@@ -426,9 +419,9 @@ def _precision_of(exc: IdentityMismatchError) -> str | None:
 
 
 def _busy_wait(stop: threading.Event, tries: int) -> int:
-    """Wait before retry ``tries`` (from 0) of a pass refused by another writer; returns
-    the next retry's number."""
-    stop.wait(min(BUSY_RETRY_FIRST_S * 2**tries, BUSY_RETRY_MAX_S))
+    """Wait before retry ``tries`` (from 0) of a pass refused by another writer
+    (background.busy_retry_s); returns the next retry's number."""
+    stop.wait(busy_retry_s(tries))
     return tries + 1
 
 
