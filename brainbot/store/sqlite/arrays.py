@@ -139,9 +139,7 @@ class KernelIndex:
     def postings(self, term: str) -> tuple[np.ndarray, np.ndarray]:
         cached = self._postings.get(term)
         if cached is None:
-            chunks, tfs = self._read_postings(term)
-            pos, ok = self.positions(chunks, with_mask=True)
-            cached = (pos, tfs.astype(np.float32)[ok])
+            cached = self._positioned(*self._read_postings(term))
             if len(self._postings) < POSTINGS_CACHE_TERMS:
                 self._postings[term] = cached
         return cached
@@ -153,12 +151,13 @@ class KernelIndex:
         82; the SQLite scan alone 39) and set the garbage collector off every 700 rows.
         The arrays come in the table's (term, chunk) key order; checked, not assumed
         (an ORDER BY inside the aggregate would sort: 275 ms)."""
-        row = self.db.execute(POSTINGS_JSON, (term,)).fetchone()
-        chunks, tfs = (np.fromstring(a[1:-1], dtype=np.int64, sep=",") for a in row)
-        if len(chunks) > 1 and not (chunks[1:] > chunks[:-1]).all():
-            order = np.argsort(chunks, kind="stable")
-            chunks, tfs = chunks[order], tfs[order]
-        return chunks, tfs
+        return _ascending(*self.db.execute(POSTINGS_JSON, (term,)).fetchone())
+
+    def _positioned(self, chunks: np.ndarray, tfs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A term's (chunk ids, tfs) as ``postings`` gives them: positions in the loaded
+        arrays and float32 tfs, postings of chunks not loaded dropped."""
+        pos, ok = self.positions(chunks, with_mask=True)
+        return pos, tfs.astype(np.float32)[ok]
 
     def mask(self, key, chunk_ids_of) -> np.ndarray:
         """uint8 allow-mask over positions for a filter ``key`` (cached per generation);
@@ -237,7 +236,7 @@ class KernelIndex:
                 if len(self._postings) >= POSTINGS_CACHE_TERMS:
                     break
                 if term not in self._postings:
-                    self._cache_postings(term, *_ascending(chunks, tfs))
+                    self._postings[term] = self._positioned(*_ascending(chunks, tfs))
                     cached += 1
         finally:
             rows.close()  # a statement left open would hold its read snapshot
@@ -252,11 +251,6 @@ class KernelIndex:
 
     def _least(self, share: float) -> int:
         return max(1, int(np.ceil(share * len(self.rowids))))
-
-    def _cache_postings(self, term: str, chunks: np.ndarray, tfs: np.ndarray) -> None:
-        """What ``postings`` caches for a term read from the file."""
-        pos, ok = self.positions(chunks, with_mask=True)
-        self._postings[term] = (pos, tfs.astype(np.float32)[ok])
 
     def int8_due(self) -> np.ndarray | None:
         """The matrix to make the int8 copy of now, for a process that will keep asking
@@ -291,7 +285,8 @@ PRELOAD_JSON = ("SELECT t.term, json_group_array(p.chunk), json_group_array(p.tf
 
 
 def _ascending(chunks_json: str, tfs_json: str) -> tuple[np.ndarray, np.ndarray]:
-    """Two JSON arrays as (chunk ids ascending, tfs), as _read_postings parses them."""
+    """Two JSON arrays (json_group_array's) as (chunk ids ascending, tfs): they come in the
+    postings table's (term, chunk) key order, checked, not assumed."""
     chunks, tfs = (np.fromstring(a[1:-1], dtype=np.int64, sep=",") for a in (chunks_json,
                                                                             tfs_json))
     if len(chunks) > 1 and not (chunks[1:] > chunks[:-1]).all():
