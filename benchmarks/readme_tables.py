@@ -281,8 +281,7 @@ def search_targets_section(s: dict) -> str:
             "flight for one core: reading 1M x 384 f32 once took 91-100 ms as four streams, "
             "80-81 as one stream with a software prefetch 3 KB ahead into L2, 74-76 as two "
             "such streams (2 KB, 4.5 KB and 6 KB ahead were slower). The bound is the faster of "
-            "that read and four such streams (four won at 100k on two threads, 3.14 against "
-            "3.43 ms in one race), and a one-query scan reads two lanes a thread, four rows stepped together, each "
+            f"that read and four such streams ({_streams_won(s)}), and a one-query scan reads two lanes a thread, four rows stepped together, each "
             "row prefetched 3 KB ahead (the same float bits as before): 1M on one thread 86.7 "
             "ms against 98.9 for the build before, numpy 108.5, raced. (3) Heaps of 1,024 and "
             "more (the int8 pool) buffer entries and select in batches, and the int8 kernel "
@@ -314,6 +313,15 @@ def search_targets_section(s: dict) -> str:
                  _table(["chunks", "f32 scan", "int8 + proof", "numpy", "numpy / int8",
                          "proved / widened / f32"], lrows)]
     return "\n".join(text + _one_core_part(_load("search_xeon_1core.json"), "search_xeon_1core"))
+
+
+def _streams_won(s: dict) -> str:
+    """Where four read streams a thread beat two, from search.json's bandwidth rows."""
+    won = [f"{sec['n']:,} on {t} thread{'s' if str(t) != '1' else ''}, "
+           f"{bw['ms_by_streams']['4']:.2f} against {bw['ms_by_streams']['2']:.2f} ms"
+           for sec in s["cosine"] for t, bw in sec["bandwidth"].items()
+           if bw.get("streams") == 4 and "ms_by_streams" in bw]
+    return "four won at " + "; ".join(won) if won else "two won at every size"
 
 
 def _ratio(x) -> str:

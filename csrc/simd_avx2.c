@@ -250,7 +250,7 @@ TARGET static void dot_i8(const int8_t *codes, const int64_t *idx, int64_t nb, i
         const int8_t *r[4];
         for (int t = 0; t < 4; t++) r[t] = codes + idx[u + (t < nr ? t : 0)] * d;
         /* 2 KB ahead of each row, a line per row every 64 bytes: the four rows come
-         * from four lanes (cosine.c), each its own stream (prefetch never faults, so
+         * from four lanes (quant.c), each its own stream (prefetch never faults, so
          * running past the end is harmless). */
         __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
         for (int64_t i = 0; i < body; i += 32) {
@@ -303,8 +303,9 @@ TARGET static int bm25_contrib(const int32_t *ids, const float *tf, int64_t cnt,
 
 /* x[0..n) as `streams` (2 or 4) equal parts in lockstep, a line of each prefetched
  * PREFETCH_AHEAD per step, two accumulators per part with two streams (one with four),
- * then the tail. Two streams read 1M x 384 fastest on the Intel Xeon host, four were
- * faster at 100k x 384 on two threads (3.14 vs 3.43 ms in one race). */
+ * then the tail. In bench_search.py on the Intel Xeon host (results/search.json), two
+ * streams read 1M x 384 fastest (one thread 84.3 ms against 87.8 for four), four read
+ * 100k x 384 on two threads faster (3.49 against 3.54 ms). */
 TARGET static double sum_f32(const float *x, int64_t n, int streams) {
     const int four = streams == 4;
     const int64_t h = (n / (four ? 4 : 2)) & ~(int64_t)15;

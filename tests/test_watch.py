@@ -291,16 +291,15 @@ def test_a_refused_pass_retries_soon_then_backs_off():
     from brainbot.serve.background import BUSY_RETRY_MAX_S
     from brainbot.serve.watch import _busy_wait
 
+    waits: list[float] = []
+
     class Stop:
-        waits: list[float] = []
-
         def wait(self, seconds):
-            self.waits.append(seconds)
+            waits.append(seconds)
 
-    tries = 0
+    stop, tries = Stop(), 0
     for _ in range(10):
-        tries = _busy_wait(Stop(), tries)
-    waits = Stop.waits
+        tries = _busy_wait(stop, tries)
     assert tries == 10 and waits[0] <= 0.05 and waits == sorted(waits)
     assert waits[-1] == max(waits) == BUSY_RETRY_MAX_S
 
