@@ -65,6 +65,12 @@ np.savez(sys.argv[1], **out)
 def _run(tmp_path: Path, name: str, prefix: list[str], simd: str) -> dict:
     path = tmp_path / f"{name}.npz"
     env = {**os.environ, "BRAINBOT_SIMD": simd, "OPENBLAS_NUM_THREADS": "1"}
+    if prefix:
+        # OpenBLAS (loaded by numpy's import) picks its kernels by its own CPU detection,
+        # which under `qemu-x86_64 -cpu Nehalem` on an AMD EPYC (Zen 5) host chose an AVX
+        # core and died with SIGILL before the child ran (numpy 2.4.6, scipy-openblas).
+        # The child never calls BLAS; the core type named is the emulated CPU.
+        env["OPENBLAS_CORETYPE"] = name
     proc = subprocess.run([*prefix, sys.executable, "-c", CHILD, str(path)], env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, f"{name}: exit {proc.returncode}\n{proc.stderr[-2000:]}"
