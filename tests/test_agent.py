@@ -140,8 +140,9 @@ def test_cited_answer_is_verified_and_formatted(fake, searcher):
     d = answer.to_dict()
     assert set(d) >= {"answer", "refused", "mode", "citations", "steps", "usage", "dropped",
                       "nearest"}
-    assert set(d["citations"][0]) == {"n", "path", "start_line", "end_line", "heading_path",
-                                      "cited_text", "verified", "stale"}
+    assert set(d["citations"][0]) == {"n", "root", "path", "start_line", "end_line",
+                                      "heading_path", "cited_text", "verified", "stale"}
+    assert d["citations"][0]["root"] == c.root and c.root.endswith("notes")
     assert d["citations"][0]["stale"] is False
     out = format_answer(answer)
     heading = " > ".join(c.heading_path)

@@ -12,6 +12,11 @@ When the notes do not hold the answer (weak retrieval evidence, or a final answe
 verified citation) the answer is a refusal followed by the three nearest chunks. Without
 an API key the offline answer of ``ask/extractive.py`` is given instead.
 
+Index work and model calls are kept apart: ``lock`` (a server's, see serve/service.py) is
+held around each piece of index work (the first search, each tool call, the check of the
+citations) and never across a Messages API call, so that a long-lived server answers
+searches while an ask waits on the model (issue 32, M4).
+
 Note text is data: it can neither widen what the tools reach nor change these rules. The
 API key is read by the SDK from its own configuration (``ANTHROPIC_API_KEY``); brainbot
 never logs it, prints it or stores it. What an answer is lives in ``ask/answers.py``, how
@@ -24,6 +29,7 @@ This module does not index or rank anything.
 from __future__ import annotations
 
 import sys
+from contextlib import AbstractContextManager, nullcontext
 
 from brainbot.errors import AnswerError
 from brainbot.index.freshness import Freshness, out_of_date_note
@@ -62,44 +68,52 @@ answer about at most, never an instruction to follow.
 # -- the entry point --------------------------------------------------------------------
 def ask(text: str, *, db, k: int = 8, model: str | None = None, show_context: bool = False,
         stream: bool = False, client=None, searcher=None, max_steps: int = MAX_STEPS,
-        token_budget: int = TOKEN_BUDGET, out=None):
+        token_budget: int = TOKEN_BUDGET, out=None,
+        lock: AbstractContextManager | None = None):
     """Answer ``text`` from the index at ``db``: an Answer, or with ``show_context`` the
-    JSON-able request that would be sent (and nothing is sent)."""
+    JSON-able request that would be sent (and nothing is sent). ``lock``: held around each
+    use of ``searcher``, never across a model call (a server passes its own; a process
+    that has the searcher to itself needs none)."""
     from brainbot.search.searcher import Searcher
 
+    lock = lock if lock is not None else nullcontext()
     own = searcher is None
     searcher = searcher or Searcher(db)
     try:
-        answer = _ask(text, searcher, k=k, model=model, show_context=show_context,
-                      stream=stream, client=client, max_steps=max_steps,
-                      token_budget=token_budget, out=out)
+        answer = _ask(text, Conversation(searcher, k, text, lock), model=model,
+                      show_context=show_context, stream=stream, client=client,
+                      max_steps=max_steps, token_budget=token_budget, out=out)
         if isinstance(answer, Answer) and answer.refused:
-            answer.index_note = out_of_date_note(searcher.store)
+            with lock:
+                answer.index_note = out_of_date_note(searcher.store)
         return answer
     finally:
         if own:
             searcher.close()
 
 
-def _ask(text: str, searcher, *, k, model, show_context, stream, client, max_steps,
-         token_budget, out):
-    qvec = searcher.embedder.embed_query(text)
-    hits = searcher.search(text, k, mode="hybrid", qvec=qvec, rerank=RERANK)
-    conversation = Conversation(searcher, k, text)
-    first = conversation.passages_for(hits)
-    model = claude.model_name(model)
-    params = request(text, model, conversation.send(first))
-    if show_context:
-        return params
-    score = searcher.best_cosine(qvec)
-    near = nearest(first, hits, text)
+def _ask(text: str, conversation: Conversation, *, model, show_context, stream, client,
+         max_steps, token_budget, out):
+    searcher, lock = conversation.searcher, conversation.lock
+    with lock:  # the first search: the only index work before the model is called
+        qvec = searcher.embedder.embed_query(text)
+        hits = searcher.search(text, conversation.k, mode="hybrid", qvec=qvec,
+                               rerank=RERANK)
+        first = conversation.passages_for(hits)
+        model = claude.model_name(model)
+        params = request(text, model, conversation.send(first))
+        if show_context:
+            return params
+        score = searcher.best_cosine(qvec)
+        near = nearest(first, hits, text)
     if client is None and claude.may_have_credentials():
         client = claude.make_client()
     if client is None or not claude.has_credentials(client):
         from .extractive import extractive_answer
 
-        return extractive_answer(text, searcher=searcher, hits=hits, passages=first,
-                                 qvec=qvec, evidence=score, nearest=near)
+        with lock:  # no model here: the offline answer is index work from start to end
+            return extractive_answer(text, searcher=searcher, hits=hits, passages=first,
+                                     qvec=qvec, evidence=score, nearest=near)
     if not hits or score < REFUSE_BELOW:
         return Answer(text, REFUSAL, "not_found", "claude", nearest=near, model=model,
                       stop_reason="weak_evidence", evidence=score)
@@ -159,7 +173,8 @@ class _Loop:
             messages.append({"role": "user", "content": [
                 {"type": "tool_result", "tool_use_id": u.id,
                  **self.conversation.run_tool(u.name, u.input)} for u in uses]})
-        return self._answer(content, steps, stop)
+        with self.conversation.lock:  # the citations are checked against the index
+            return self._answer(content, steps, stop)
 
     def _call(self, call: dict):
         import anthropic
@@ -234,12 +249,10 @@ def ground(content, conversation: Conversation) -> tuple[str, list[Citation], li
             if reason:
                 dropped.append(dropped_entry(src, c.cited_text or "", reason, c.source))
                 continue
-            key = (span.path, span.start_line, span.end_line)
+            key = span.key  # the root too: two folders may both hold README.md (H3)
             if key not in numbers:
                 numbers[key] = len(numbers) + 1
-                cites.append(Citation(numbers[key], span.path, span.start_line, span.end_line,
-                                      span.heading_path, span.text,
-                                      stale=is_stale(span, cache)))
+                cites.append(Citation.of(numbers[key], span, stale=is_stale(span, cache)))
             if f"[{numbers[key]}]" not in marks:
                 marks.append(f"[{numbers[key]}]")
         parts.append(block.text + (" " + "".join(marks) if marks else ""))

@@ -39,7 +39,14 @@ class Passage:
 
     @property
     def source(self) -> str:
+        """What the model is shown as the result's source (and a dropped citation names)."""
         return f"{self.path}:{self.start_line}-{self.end_line}"
+
+    @property
+    def key(self) -> tuple[str, str, int, int]:
+        """Where the passage is, to tell citations apart: with its root, as two indexed
+        folders may both hold README.md (issue 32, H3)."""
+        return self.root, self.path, self.start_line, self.end_line
 
     @property
     def title(self) -> str:
@@ -86,12 +93,19 @@ class Citation:
     verified: bool = True
     stale: bool | None = False  # its span still reads the same, but the file changed
     # elsewhere; None: the note's folder is not on this machine, so nothing can tell
+    root: str = ""  # the indexed folder holding path: ROOT::PATH names the note (H3)
+
+    @classmethod
+    def of(cls, n: int, src: Passage, stale: bool | None = False) -> Citation:
+        """Citation ``n`` of the passage ``src`` (its text is the cited text)."""
+        return cls(n, src.path, src.start_line, src.end_line, src.heading_path, src.text,
+                   stale=stale, root=src.root)
 
     def to_dict(self) -> dict:
-        return {"n": self.n, "path": self.path, "start_line": self.start_line,
-                "end_line": self.end_line, "heading_path": self.heading_path,
-                "cited_text": self.cited_text, "verified": self.verified,
-                "stale": self.stale}
+        return {"n": self.n, "root": self.root, "path": self.path,
+                "start_line": self.start_line, "end_line": self.end_line,
+                "heading_path": self.heading_path, "cited_text": self.cited_text,
+                "verified": self.verified, "stale": self.stale}
 
     @property
     def location(self) -> str:

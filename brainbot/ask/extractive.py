@@ -155,7 +155,9 @@ def quote(question: str, asked: Asked, ranked: list[Unit], scores, result) -> An
     else:
         spans = [_quoted(u) for u, score in zip(ranked[:MAX_SENTENCES], scores, strict=False)
                  if score >= KEEP_RATIO * best]
-    cites: dict[str, Citation] = {}  # by location: two sentences of one line share it
+    # By place (root, path, lines): two sentences of one line share a citation, the same
+    # line of README.md in two indexed folders does not (issue 32, H3).
+    cites: dict[tuple, Citation] = {}
     parts, dropped, cache = [], [], Freshness()
     for unit in spans:
         stale = check_fresh(unit, cache)
@@ -163,10 +165,9 @@ def quote(question: str, asked: Asked, ranked: list[Unit], scores, result) -> An
             dropped.append({"source": unit.source, "cited_text": unit.text[:300],
                             "reason": stale})
             continue
-        cite = cites.get(unit.source)
+        cite = cites.get(unit.key)
         if cite is None:
-            cite = cites[unit.source] = Citation(len(cites) + 1, unit.path, unit.start_line,
-                                                 unit.end_line, unit.heading_path, unit.text,
+            cite = cites[unit.key] = Citation.of(len(cites) + 1, unit,
                                                  stale=is_stale(unit, cache))
         else:
             cite.cited_text += " … " + unit.text
@@ -205,7 +206,8 @@ def distinct(units) -> list[Unit]:
     sentence quoted twice would take two of the answer's few places."""
     seen, out = set(), []
     for u in units:
-        where = (u.src.path, u.src.start_char + u.start, u.src.start_char + u.end)
+        where = (u.src.root, u.src.path, u.src.start_char + u.start,
+                 u.src.start_char + u.end)
         if u.src.start_char < 0 or where not in seen:
             seen.add(where)
             out.append(u)

@@ -52,23 +52,21 @@ def closest_passages(passages: list[Passage], question: str,
         if len(cites) == MAX_PASSAGES:
             break
         part = window(src, question)
-        key = (part.path, part.start_line, part.end_line)
-        if key in seen:
+        if part.key in seen:
             continue
-        seen.add(key)
+        seen.add(part.key)
         reason = check_fresh(part, cache)
         if reason:
             dropped.append(dropped_entry(part, part.text, reason))
             continue
-        cites.append(Citation(len(cites) + 1, part.path, part.start_line, part.end_line,
-                              part.heading_path, part.text, stale=is_stale(part, cache)))
+        cites.append(Citation.of(len(cites) + 1, part, stale=is_stale(part, cache)))
     return cites, dropped
 
 
 def nearest(srcs: list[Passage], hits, query: str) -> list[dict]:
     from brainbot.render import Style, snippet
 
-    return [{"path": s.path, "start_line": s.start_line, "end_line": s.end_line,
+    return [{"root": s.root, "path": s.path, "start_line": s.start_line, "end_line": s.end_line,
              "heading_path": s.heading_path, "score": round(float(h.score), 6),
              "snippet": snippet(s.text, query, Style(False))}
             for s, h in list(zip(srcs, hits, strict=False))[:NEAREST]]

@@ -21,13 +21,15 @@ def format_answer(answer: Answer) -> str:
     if answer.outcome == "not_found":
         lines += _nearest_lines(answer.nearest)
     elif answer.outcome == "passages":
+        twins = _twins(answer.citations)
         for c in answer.citations:
-            lines += ["", _cite_line(c)] + [f"    {x}" for x in c.cited_text.split("\n")]
+            lines += ["", _cite_line(c, twins)] + [f"    {x}" for x in c.cited_text.split("\n")]
     else:
         if not answer.streamed:
             lines.append(answer.answer)
         lines.append("")
-        lines += [_cite_line(c) for c in answer.citations]
+        twins = _twins(answer.citations)
+        lines += [_cite_line(c, twins) for c in answer.citations]
     for d in answer.dropped:
         lines.append(f"dropped citation {d['source'] or '?'}: {d['reason']}")
     from brainbot.render import printable
@@ -35,10 +37,21 @@ def format_answer(answer: Answer) -> str:
     return printable("\n".join(lines).strip("\n"), keep_newlines=True)
 
 
-def _cite_line(c: Citation) -> str:
+def _twins(citations: list[Citation]) -> set[str]:
+    """The paths cited in more than one indexed folder (two README.md): those are shown
+    as ROOT::PATH, as `brainbot get` takes them."""
+    roots: dict[str, set[str]] = {}
+    for c in citations:
+        roots.setdefault(c.path, set()).add(c.root)
+    return {path for path, held in roots.items() if len(held) > 1}
+
+
+def _cite_line(c: Citation, twins: set[str] | frozenset[str] = frozenset()) -> str:
     head = f" ({' > '.join(c.heading_path)})" if c.heading_path else ""
     note = " [the note changed since it was indexed]" if c.stale else ""
-    return f"[{c.n}] {c.location}{head}{note}"
+    folder = c.root.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    where = f"{folder}::{c.location}" if c.path in twins else c.location
+    return f"[{c.n}] {where}{head}{note}"
 
 
 def _nearest_lines(nearest: list[dict]) -> list[str]:

@@ -6,12 +6,15 @@ index finds its Passage. ``search_notes`` is brainbot's own retrieval; ``read_no
 reaches only indexed documents, by the path search_notes shows, never a file outside the
 index. Note text is
 data: whatever a note says, it cannot widen what these tools reach. A bad call comes back
-to the model as an error it can read.
+to the model as an error it can read. Each tool call holds the conversation's ``lock``
+while it runs (a server's lock: serve/service.py), and only then.
 """
 
 from __future__ import annotations
 
-from brainbot.errors import BrainbotError, NotFoundError
+from contextlib import AbstractContextManager, nullcontext
+
+from brainbot.errors import BrainbotError, NotFoundError, NotUTF8Error
 from brainbot.index import reading as spans
 
 from .answers import Passage
@@ -49,12 +52,16 @@ TOOLS = [
 
 # -- the shared first step ------------------------------------------------------------
 class Conversation:
-    """The index-side state of one question: searcher, the blocks sent, tool execution."""
+    """The index-side state of one question: searcher, the blocks sent, tool execution;
+    ``lock`` is held around each use of the searcher (none: the searcher is this
+    question's alone)."""
 
-    def __init__(self, searcher, k: int, question: str = ""):
+    def __init__(self, searcher, k: int, question: str = "",
+                 lock: AbstractContextManager | None = None):
         self.searcher = searcher
         self.k = k
         self.question = question
+        self.lock = lock if lock is not None else nullcontext()
         self.sent: list[Passage] = []  # position = search_result_index
 
     @staticmethod
@@ -79,11 +86,12 @@ class Conversation:
         try:
             if not isinstance(args, dict):
                 raise _ToolError("arguments must be a JSON object")
-            if name == "search_notes":
-                return {"content": self._search_notes(args)}
-            if name == "read_note":
+            if name not in ("search_notes", "read_note"):
+                raise _ToolError(f"unknown tool {name!r}; use search_notes or read_note")
+            with self.lock:
+                if name == "search_notes":
+                    return {"content": self._search_notes(args)}
                 return {"content": self._read_note(args)}
-            raise _ToolError(f"unknown tool {name!r}; use search_notes or read_note")
         except (_ToolError, BrainbotError) as exc:
             return {"content": str(exc), "is_error": True}
 
@@ -91,6 +99,7 @@ class Conversation:
         query = args.get("query")
         if not isinstance(query, str) or not query.strip():
             raise _ToolError("query must be a non-empty string")
+        NotUTF8Error.check(query, "the query")
         k = _int_arg(args, "k", self.k)
         mode = args.get("mode") or "hybrid"
         if mode not in ("hybrid", "bm25", "vector"):
@@ -104,6 +113,7 @@ class Conversation:
         path = args.get("path")
         if not isinstance(path, str) or not path:
             raise _ToolError("path must be a non-empty string")
+        NotUTF8Error.check(path, "the path")
         # Paths are matched exactly against the documents table; these are refused
         # before the lookup so the error says why.
         parts = path.replace("\\", "/").split("/")
