@@ -15,7 +15,19 @@ from pathlib import Path
 
 from . import __version__
 from .cli_args import COMMANDS, _db_default
-from .errors import BrainbotError, InputError
+from .errors import BrainbotError, InputError, NotUTF8Error
+
+# The arguments of each command that are text, not file names: a lone surrogate in one is
+# argv bytes that were not UTF-8, which neither the tokenizer nor SQLite takes (issue 32,
+# M10). A folder or file name that is not UTF-8 is the indexer's to report.
+TEXT_ARGS = {
+    "query": {"text": "the query", "path": "--path", "tag": "--tag", "since": "--since",
+              "before": "--before", "linked_to": "--linked-to"},
+    "ask": {"text": "the question", "model": "--model"},
+    "get": {"target": "the note reference"},
+    "related": {"note": "the note"},
+    "links": {"note": "the note"},
+}
 
 
 def _emit_json(data) -> None:
@@ -486,10 +498,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_text(args) -> None:
+    """NotUTF8Error for a text argument that is not valid UTF-8 (TEXT_ARGS)."""
+    for dest, what in TEXT_ARGS.get(args.command, {}).items():
+        value = getattr(args, dest, None)
+        for text in value if isinstance(value, list) else [value]:
+            if isinstance(text, str):
+                NotUTF8Error.check(text, what)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        _check_text(args)
         return globals()[args.func](args)
     except BrainbotError as exc:
         _warn(f"error: {exc}")

@@ -27,6 +27,28 @@ class InputError(BrainbotError, ValueError):
     exit_code = 2
 
 
+class NotUTF8Error(InputError):
+    """Text that is not valid UTF-8: a lone surrogate, which is how Python keeps argv bytes
+    that are not UTF-8 and what JSON's "\\ud800" decodes to. Neither the tokenizer nor
+    SQLite takes one (issue 32, M10), so it is refused where it comes in."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{what} is not valid UTF-8")
+
+    @classmethod
+    def check(cls, text: str, what: str) -> str:
+        """``text`` itself, or this error naming ``what`` ("the query", "--tag")."""
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise cls(what) from None
+        return text
+
+
+class ServerBusyError(BrainbotError):
+    """A server already has as many questions in flight as it takes; try again shortly."""
+
+
 class ModelFilesError(BrainbotError):
     """The MiniLM model files are missing or do not match their checksums."""
 
