@@ -10,6 +10,8 @@ what is tested is the bytes brainbot sends and what it does with the bytes it ge
 
 A reply is a ``Reply``, or a callable taking the request body and returning one: that is
 how a scripted model cites the n-th search result it was sent, as the real API does.
+``hold()`` keeps every request waiting, as a model still thinking, until ``release()``;
+``held`` counts the requests waiting (a test waits for that condition, not for a time).
 What this fake does not do: count tokens, check the model name, or validate the request
 beyond parsing it as JSON.
 """
@@ -120,6 +122,9 @@ class FakeAnthropic:
         self.requests: list[Recorded] = []
         self.script: deque = deque()
         self.lock = threading.Lock()
+        self.gate = threading.Event()  # set: replies go out; clear: they wait (hold())
+        self.gate.set()
+        self.held = 0  # requests waiting at the gate now
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, args=(0.02,),
@@ -130,8 +135,25 @@ class FakeAnthropic:
         return self
 
     def __exit__(self, *exc) -> None:
+        self.release()
         self.server.shutdown()
         self.server.server_close()
+
+    def hold(self) -> None:
+        """Keep every request from now on waiting, until release()."""
+        self.gate.clear()
+
+    def release(self) -> None:
+        self.gate.set()
+
+    def wait_held(self, n: int, timeout: float = 120.0) -> None:
+        """Wait until ``n`` requests are waiting at the gate."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while self.held < n:
+            assert time.monotonic() < deadline, f"{self.held} of {n} requests held"
+            time.sleep(0.02)
 
     @property
     def url(self) -> str:
@@ -178,6 +200,12 @@ def _handler(fake: FakeAnthropic):
             if not self.path.startswith("/v1/messages"):
                 return self._send(Reply(status=404, body={"type": "error", "error": {
                     "type": "not_found_error", "message": self.path}}))
+            if not fake.gate.is_set():
+                with fake.lock:
+                    fake.held += 1
+                fake.gate.wait()
+                with fake.lock:
+                    fake.held -= 1
             reply = fake._next(body)
             if reply.status == 200 and reply.raw is None and (body or {}).get("stream"):
                 return self._stream(reply)

@@ -294,11 +294,12 @@ def test_a_dead_watch_is_logged_and_shown_in_status(examples_db, caplog, tmp_pat
         raise RuntimeError("killed")  # as if run() had let something through
 
     watcher.run = broken
-    thread = threading.Thread(target=mcp._watch, args=(watcher,))
+    thread = threading.Thread(target=mcp._watch, args=(watcher, "serve"))
     thread.start()
     thread.join()
     assert "the watch stopped" in caplog.text and "RuntimeError: killed" in caplog.text
     assert "the watch is no longer running" in caplog.text
+    assert "restart brainbot serve" in caplog.text  # the command that runs it (L22)
     service = mcp.Service(examples_db)
     try:
         service.watching = (watcher, thread)

@@ -154,6 +154,8 @@ def test_api_related_is_the_cli_record(daemon):
     ("GET", "/api/get?ref=no/such/note.md", None, ""),
     ("GET", "/api/get", None, "ref"),
     ("GET", "/api/get?ref=a.md&count=x", None, "count"),
+    ("GET", "/api/get?ref=a.md&count=%C2%B2", None, "count must be"),  # '²' (L13)
+    ("GET", "/api/related?note=sourdough&k=%C2%B2", None, "k must be"),
     ("POST", "/api/ask", {"question": 3}, "question"),
 ])
 def test_bad_input_is_a_4xx_with_one_line(daemon, method, path, body, needle):

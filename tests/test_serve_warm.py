@@ -72,7 +72,7 @@ def test_both_servers_warm_before_they_serve(examples_db, monkeypatch, calls):
         def __init__(self, *args, **kwargs):
             pass
 
-        def run(self):
+        def run(self, sockets=None):
             for thread in threading.enumerate():
                 if thread.name == "warm-up":  # mcp warms in the background
                     thread.join()
@@ -138,7 +138,7 @@ def test_a_new_generation_is_warmed_again_in_the_background(tmp_path, vault, sha
             service.searcher.search("delta", 3, mode="bm25")
             return set(service.searcher.store.index._postings)
 
-        assert service.call(search) == {"delta"}  # the call read only its own term
+        assert service.locked(search) == {"delta"}  # the call read only its own term
         index = service.searcher.store.index
         assert index.generation != first
         service.rewarm.thread.join(timeout=30)

@@ -9,24 +9,38 @@ index's generation like `brainbot mcp`). It serves, on one port:
 - ``/``: the page, from the package's static files.
 
 Security: bound to loopback by default. Every request whose ``Host`` is not a loopback
-name with this port, or whose ``Origin`` is not this server's own origin, gets 403
-(DNS rebinding: a web page cannot reach the daemon through a name it controls). No CORS
-headers are ever sent. A non-loopback ``--host`` needs ``--token``, and then every request
-needs ``Authorization: Bearer <token>``. Bad input is a 400 carrying brainbot's one-line
-message as JSON; an unexpected failure is a 500 with one line, and the daemon goes on.
+name (or the bound address) with this port, or whose ``Origin`` is not this server's own
+origin, gets 403 (DNS rebinding: a web page cannot reach the daemon through a name it
+controls). No CORS headers are ever sent, and the page may not be framed. A non-loopback
+``--host`` needs ``--token`` (or ``BRAINBOT_TOKEN``, which `ps` does not show), and then
+every request needs ``Authorization: Bearer <token>``. Bad input is a 400 carrying
+brainbot's one-line message as JSON, a body over MAX_BODY a 413, an ask past the queue a
+503; an unexpected failure is a 500 with one line, and the daemon goes on.
+
+The port is bound before anything else: a port in use is one line and exit 2 before the
+index is even opened, and the daemon file (serve/client.py) is written only once the
+socket is this process's, never over the file of another live daemon of the same index.
+Searches and the other calls run under the index lock in anyio's thread pool; asks in
+threads of their own, taking the lock only for their index work (serve/service.py).
 """
 
 from __future__ import annotations
 
+import errno
+import functools
 import hmac
 import ipaddress
 import json
 import logging
 import os
-import threading
+import socket
 from importlib import resources
+from typing import TYPE_CHECKING
 
-from brainbot.errors import BrainbotError, InputError
+from brainbot.errors import BrainbotError, InputError, ServerBusyError
+
+if TYPE_CHECKING:
+    from .announce import Announced
 
 log = logging.getLogger("brainbot.serve.http")
 
@@ -46,14 +60,21 @@ def is_loopback(host: str) -> bool:
 
 
 class Guard:
-    """ASGI middleware: the Host, Origin and token rules, before anything else runs."""
+    """ASGI middleware: the Host, Origin and token rules, before anything else runs.
+    ``port`` is the bound one (``--port 0`` binds any free port); ``host`` the address
+    bound, itself a name of this server (127.0.0.2 is loopback too)."""
 
-    def __init__(self, app, port: int, token: str | None, loopback: bool) -> None:
+    def __init__(self, app, port: int, token: str | None, loopback: bool,
+                 host: str = "127.0.0.1") -> None:
         self.app, self.port, self.token, self.loopback = app, port, token, loopback
+        names = {*LOOPBACK_NAMES, f"[{host.strip('[]')}]" if ":" in host else host}
+        self.hosts = {f"{n}:{port}" for n in names}
+        if port == 80:  # a browser leaves the default port out of Host
+            self.hosts |= names
 
     def refusal(self, headers: dict[str, str]) -> tuple[int, str] | None:
         host = headers.get("host", "")
-        if self.loopback and host not in {f"{n}:{self.port}" for n in LOOPBACK_NAMES}:
+        if self.loopback and host not in self.hosts:
             return 403, f"refused: Host {host!r} is not this server (127.0.0.1:{self.port})"
         origin = headers.get("origin")
         if origin is not None and origin != f"http://{host}":
@@ -85,46 +106,56 @@ class Refused(Exception):
         self.status = status
 
 
+def _route(handler):
+    """A route handler whose failures are one-line JSON replies: Refused with its status,
+    a full ask queue 503, brainbot's other errors 400, anything else 500 (logged)."""
+    @functools.wraps(handler)
+    async def route(self, request):
+        from starlette.responses import JSONResponse
+
+        try:
+            return JSONResponse(await handler(self, request))
+        except Refused as exc:
+            return _error(exc.status, str(exc))
+        except ServerBusyError as exc:
+            return _error(503, str(exc))
+        except BrainbotError as exc:
+            return _error(400, str(exc))
+        except Exception as exc:  # noqa: BLE001 - one request fails, the daemon goes on
+            log.exception("request failed")
+            return _error(500, f"internal error: {type(exc).__name__}")
+
+    return route
+
+
 class Api:
-    """The JSON API's handlers: each runs the Service's body in a worker thread, under
-    the Service's lock, and maps brainbot's errors to 400."""
+    """The JSON API's handlers: each runs the Service's body in a worker thread under
+    the index lock; an ask runs in an ask's thread and takes the lock only for its index
+    work (serve/service.py)."""
 
     def __init__(self, service, announced: Announced | None = None) -> None:
         self.service, self.announced = service, announced
 
-    async def run(self, fn, *args):
+    async def locked(self, fn, *args):
         from starlette.concurrency import run_in_threadpool
-        from starlette.responses import JSONResponse
 
-        try:
-            return JSONResponse(await run_in_threadpool(self.service.locked, fn, *args))
-        except Refused as exc:
-            return JSONResponse({"error": str(exc)}, status_code=exc.status)
-        except BrainbotError as exc:
-            return JSONResponse({"error": str(exc)}, status_code=400)
-        except Exception as exc:  # noqa: BLE001 - one request fails, the daemon goes on
-            log.exception("request failed")
-            return JSONResponse({"error": f"internal error: {type(exc).__name__}"},
-                                status_code=500)
+        return await run_in_threadpool(self.service.locked, fn, *args)
 
+    @_route
     async def search(self, request):
         body = await _json_body(request)
-        if isinstance(body, BrainbotError):
-            return _bad(body)
         cli = body.pop("cli", None)  # {"colour": bool}: `brainbot query` asks for its text
-        try:
-            index = _index_field(body)
-            args = _search_args(body)
-        except InputError as exc:
-            return _bad(exc)
-        return await self.run(self._search, args, cli, index)
+        index = _index_field(body)
+        return await self.locked(self._search, _search_args(body), cli, index)
 
     def _search(self, args: tuple, cli: dict | None, index: dict | None) -> dict:
         """The hits, the CLI's partial-index note (``partial``), the MCP search's
         ``partial_index`` line and, for the CLI, its text output."""
         from brainbot.render import Style, hit_block
 
-        hits = self.serving(index, self.service.hits, *args)
+        self._check(index)
+        hits = self.service.hits(*args)
+        self._check(index)
         reply = {"hits": [h.to_dict() for h in hits],
                  "partial": self.service.searcher.partial_note(args[2])}
         if args[2] != "bm25":  # as the MCP search: what a partly embedded index misses
@@ -135,56 +166,51 @@ class Api:
                                          for i, h in enumerate(hits))
         return reply
 
+    @_route
     async def get(self, request):
         ref = request.query_params.get("ref")
         if not ref:
-            return _bad(InputError("give ref=PATH[:LINE[:COUNT]] or a chunk id"))
+            raise InputError("give ref=PATH[:LINE[:COUNT]] or a chunk id")
         count = request.query_params.get("count")
-        if count is not None and not count.isdigit():
-            return _bad(InputError("count must be a whole number"))
-        return await self.run(self.service.get, ref, int(count) if count else None)
+        return await self.locked(self.service.get, ref,
+                                 None if count is None else _whole(count, "count"))
 
+    @_route
     async def ask(self, request):
         body = await _json_body(request)
-        if isinstance(body, BrainbotError):
-            return _bad(body)
         question = body.get("question")
         if not isinstance(question, str) or not question.strip():
-            return _bad(InputError("give {\"question\": \"...\"}"))
+            raise InputError("give {\"question\": \"...\"}")
         k = 8 if body.get("k") is None else body["k"]  # ask's own default
         if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= 50:
-            return _bad(InputError("k must be a whole number from 1 to 50"))
-        try:
-            index = _index_field(body)
-        except InputError as exc:
-            return _bad(exc)
-        return await self.run(self._ask, question, k, bool(body.get("cli")), index)
+            raise InputError("k must be a whole number from 1 to 50")
+        index = _index_field(body)
+        return await self.service.asks.run(self._ask, question, k, bool(body.get("cli")),
+                                           index)
 
     def _ask(self, question: str, k: int, cli: bool, index: dict | None) -> dict:
         """What `ask --json` prints, with ``partial_index``; for the CLI (``cli``) also
-        its text output and its partial-index note (``partial``)."""
-        answer = self.serving(index, self.service.answer, question, k)
-        reply = self.service.noted(answer.to_dict())
-        if cli:
-            from brainbot.ask.terminal import format_answer
+        its text output and its partial-index note (``partial``). In an ask's thread: the
+        lock is taken for the checks and by the ask itself, never around the model."""
+        with self.service.index_lock:
+            self._check(index)
+        answer = self.service.answer(question, k)
+        with self.service.index_lock:
+            self._check(index)
+            reply = self.service.noted(answer.to_dict())
+            if cli:
+                from brainbot.ask.terminal import format_answer
 
-            reply["text"] = format_answer(answer)
-            reply["partial"] = self.service.searcher.partial_note("hybrid")
+                reply["text"] = format_answer(answer)
+                reply["partial"] = self.service.searcher.partial_note("hybrid")
         return reply
 
-    def serving(self, index: dict | None, fn, *args):
-        """``fn(*args)``, when this server searches the index ``index`` names (the CLI
-        sends the path and index_id it read from the file); else Refused (409). Checked
-        before (after a reload) and after: the answer came from that very index."""
-        if index is not None:
-            self.service.searcher.store.refresh()
-            self._check(index)
-        result = fn(*args)
-        if index is not None:
-            self._check(index)
-        return result
-
-    def _check(self, index: dict) -> None:
+    def _check(self, index: dict | None) -> None:
+        """Nothing when ``index`` is None or names the index this server searches (the
+        CLI sends the path and index_id it read from the file); else Refused (409).
+        Checked before and after a search or an ask: the answer came from that index."""
+        if index is None:
+            return
         now = {"path": os.path.realpath(self.service.db),
                "index_id": self.service.searcher.store.meta().get("index_id")}
         if self.announced is not None:
@@ -194,16 +220,19 @@ class Api:
                                f"{now['index_id']}), not {index.get('path')} (index_id "
                                f"{index.get('index_id')})")
 
+    @_route
     async def related(self, request):
         params = request.query_params
-        note, k = params.get("note"), params.get("k", "10")
+        note = params.get("note")
         if not note:
-            return _bad(InputError("give note=PATH or a note's name"))
-        if not k.isdigit() or not 1 <= int(k) <= 50:
-            return _bad(InputError("k must be a whole number from 1 to 50"))
+            raise InputError("give note=PATH or a note's name")
+        k = _whole(params.get("k", "10"), "k")
+        if not 1 <= k <= 50:
+            raise InputError("k must be a whole number from 1 to 50")
         unlinked = params.get("unlinked", "false").lower() in ("1", "true", "yes")
-        return await self.run(self.service.related, note, int(k), unlinked)
+        return await self.locked(self.service.related, note, k, unlinked)
 
+    @_route
     async def roots(self, request):
         """The indexed folders on this machine, each with the Obsidian vault holding it
         (the page links hits there with obsidian:// URIs) or null."""
@@ -213,10 +242,11 @@ class Api:
             return {"roots": [{"root": r, "obsidian": obsidian_vault(r)}
                               for r in present_roots(self.service.searcher.store)]}
 
-        return await self.run(listing)
+        return await self.locked(listing)
 
+    @_route
     async def status(self, request):
-        return await self.run(self.service.status)
+        return await self.locked(self.service.status)
 
     async def health(self, request):
         from starlette.responses import JSONResponse
@@ -237,21 +267,39 @@ def obsidian_vault(root: str) -> dict | None:
     return None
 
 
-def _bad(exc: BrainbotError):
+def _error(status: int, message: str):
     from starlette.responses import JSONResponse
 
-    return JSONResponse({"error": str(exc)}, status_code=400)
+    return JSONResponse({"error": message}, status_code=status)
 
 
-async def _json_body(request):
-    raw = await request.body()
-    if len(raw) > MAX_BODY:
-        return InputError(f"the request body is over {MAX_BODY} bytes")
+def _whole(value: str, name: str) -> int:
+    """A query parameter as a whole number; ASCII digits only ("²" is a digit to
+    str.isdigit, not to int: issue 32, L13)."""
+    if not (value.isascii() and value.isdigit()):
+        raise InputError(f"{name} must be a whole number")
+    return int(value)
+
+
+async def _json_body(request) -> dict:
+    """The request's JSON object. A body over MAX_BODY is refused (413) by its
+    Content-Length, or while it streams in, before it is all read (issue 32, L16)."""
+    too_big = Refused(413, f"the request body is over {MAX_BODY} bytes")
+    length = request.headers.get("content-length", "")
+    if length.isascii() and length.isdigit() and int(length) > MAX_BODY:
+        raise too_big
+    raw = bytearray()
+    async for part in request.stream():
+        raw += part
+        if len(raw) > MAX_BODY:
+            raise too_big
     try:
-        body = json.loads(raw or b"{}")
+        body = json.loads(bytes(raw) or b"{}")
     except (ValueError, UnicodeDecodeError) as exc:
-        return InputError(f"the request body is not JSON: {exc}")
-    return body if isinstance(body, dict) else InputError("the request body must be an object")
+        raise InputError(f"the request body is not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise InputError("the request body must be an object")
+    return body
 
 
 def _index_field(body: dict) -> dict | None:
@@ -297,85 +345,24 @@ async def static(request):
     kind = STATIC_TYPES.get("." + name.rsplit(".", 1)[-1]) if "." in name else None
     if kind is None or "/" in name or name.startswith(".") or not (folder / name).is_file():
         return JSONResponse({"error": "not found"}, status_code=404)
+    # Never framed (issue 32, L19): a foreign page could frame it and clickjack "Ask",
+    # which spends the user's Claude tokens.
     return Response((folder / name).read_bytes(), media_type=kind,
                     headers={"Cache-Control": "no-cache",
-                             "Content-Security-Policy": "default-src 'self'",
+                             "Content-Security-Policy": "default-src 'self'; "
+                                                        "frame-ancestors 'none'",
+                             "X-Frame-Options": "DENY",
                              "X-Content-Type-Options": "nosniff"})
 
 
-class Announced:
-    """ASGI wrapper: once the server listens, the daemon file next to the index
-    (serve/client.py) names its port and the index it serves (its real path and
-    index_id), so `brainbot query` and `ask` can use it; it is rewritten when a request
-    finds the index_id changed (the file was rebuilt or replaced, and the store reopened
-    it), and removed when the server shuts down (uvicorn's lifespan shutdown, before it
-    re-raises SIGTERM)."""
-
-    def __init__(self, app, service, port: int) -> None:
-        from .client import port_file
-
-        self.app, self.service, self.port = app, service, port
-        self.db, self.path = service.db, port_file(service.db)
-        self.index_id: str | None = None
-        self.announced = False
-
-    async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "lifespan" or self.path is None:
-            return await self.app(scope, receive, send)
-
-        async def announce(message):
-            if message["type"] == "lifespan.startup.complete":
-                with self.service.lock:
-                    self.write(self.service.searcher.store.meta().get("index_id"))
-            return await send(message)
-
-        async def withdraw():
-            message = await receive()
-            if message["type"] == "lifespan.shutdown":
-                self.remove()
-            return message
-
-        try:
-            await self.app(scope, withdraw, announce)
-        finally:
-            self.remove()
-
-    def track(self, index_id: str | None) -> None:
-        """Say the index_id the store now serves, if it changed (under the lock)."""
-        if self.announced and index_id != self.index_id:
-            self.write(index_id)
-
-    def write(self, index_id: str | None) -> None:
-        from .client import announcement
-
-        if self.path is None:
-            return
-        self.index_id, self.announced = index_id, True
-        tmp = f"{self.path}.{os.getpid()}.tmp"
-        try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(announcement(self.db, self.port, index_id), f)
-            os.replace(tmp, self.path)
-        except OSError as exc:  # a read-only folder: the CLI just won't find the daemon
-            log.warning("cannot write %s: %s", self.path, exc)
-
-    def remove(self) -> None:
-        from .client import find
-
-        self.announced = False
-        try:
-            info = find(self.db)
-            if info is not None and info["pid"] == os.getpid():  # not a newer daemon's
-                os.remove(self.path)
-        except OSError:
-            pass
-
-
-def make_app(service, port: int, token: str | None = None, loopback: bool = True):
-    """The whole ASGI app: the SDK's Streamable HTTP app for /mcp, our routes, the guard."""
+def make_app(service, port: int, token: str | None = None, loopback: bool = True,
+             host: str = "127.0.0.1"):
+    """The whole ASGI app: the SDK's Streamable HTTP app for /mcp, our routes, the guard,
+    and the daemon file (serve/announce.py). ``port``: the bound port."""
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.routing import Route
 
+    from .announce import Announced
     from .mcp import build
 
     server = build(service)
@@ -396,7 +383,7 @@ def make_app(service, port: int, token: str | None = None, loopback: bool = True
         Route("/", static, methods=["GET"]),
         Route("/static/{name}", static, methods=["GET"]),
     ])
-    announced.app = Guard(app, port, token, loopback)
+    announced.app = Guard(app, port, token, loopback, host)
     return announced
 
 
@@ -405,38 +392,76 @@ def check_bind(host: str, token: str | None) -> bool:
     loopback = is_loopback(host)
     if not loopback and not token:
         raise InputError(f"--host {host} is reachable from other machines; give --token T "
-                         "(then every request needs Authorization: Bearer T)")
+                         "or set BRAINBOT_TOKEN (then every request needs Authorization: "
+                         "Bearer T)")
     return loopback
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host``:``port`` (not listening yet: uvicorn listens once the
+    app has started), IPv4 first for a name such as localhost (the CLI connects to
+    127.0.0.1); a port in use is one line (InputError), before the index is opened."""
+    try:
+        found = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise InputError(f"cannot listen on {host}: {exc.strerror}") from None
+    family, kind, proto, _, address = sorted(found, key=lambda a: a[0] != socket.AF_INET)[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise InputError(f"port {port} is in use on {host} (another brainbot serve, or "
+                             "another program); pass another --port") from None
+        raise InputError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    return sock
 
 
 def serve(db, watch_paths=None, host: str = "127.0.0.1", port: int = 8765,
           token: str | None = None) -> int:
     """Serve until SIGINT/SIGTERM; with ``watch_paths``, keep the index fresh meanwhile."""
+    import contextlib
     import sys
 
+    from .mcp import _open, _stop, _watcher, watch_thread
+
+    token = token or os.environ.get("BRAINBOT_TOKEN") or None
+    loopback = check_bind(host, token)
+    with contextlib.closing(bind(host, port)) as sock:
+        port = sock.getsockname()[1]  # --port 0: the one the system chose
+        logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
+                            format="brainbot serve: %(message)s")
+        logging.getLogger("brainbot").setLevel(logging.INFO)
+        watcher = _watcher(db, watch_paths) if watch_paths else None
+        service = _open(db, watcher)
+        thread = None
+        try:
+            service.warm()
+            thread = watch_thread(service, watcher, "serve")
+            if thread is not None:
+                thread.start()
+            app = make_app(service, port, token, loopback, host)
+            shown = f"[{host.strip('[]')}]" if ":" in host else host
+            _server(app, f"serving http://{shown}:{port}/ (MCP at /mcp)").run(sockets=[sock])
+        finally:
+            if thread is not None:
+                _stop(watcher, thread)
+            service.close()
+    return 0
+
+
+def _server(app, line: str):
+    """uvicorn's Server for ``app``, which logs ``line`` once it listens: a user (or a
+    script) reading it may connect at once."""
     import uvicorn
 
-    from .mcp import _open, _stop, _watch, _watcher
+    class Server(uvicorn.Server):
+        async def startup(self, sockets=None) -> None:
+            await super().startup(sockets)
+            if self.started:
+                log.info("%s", line)
 
-    loopback = check_bind(host, token)
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
-                        format="brainbot serve: %(message)s")
-    logging.getLogger("brainbot").setLevel(logging.INFO)
-    watcher = _watcher(db, watch_paths) if watch_paths else None
-    service = _open(db, watcher)
-    service.warm()
-    if watcher is not None:
-        watcher.share(service.searcher.embedder)
-        thread = threading.Thread(target=_watch, args=(watcher,), name="watch", daemon=True)
-        service.watching = (watcher, thread)
-        thread.start()
-    app = make_app(service, port, token, loopback)
-    log.info("serving http://%s:%d/ (MCP at /mcp)", host, port)
-    try:
-        uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
-                                      access_log=False, lifespan="on")).run()
-    finally:
-        if watcher is not None:
-            _stop(watcher, thread)
-        service.close()
-    return 0
+    return Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))

@@ -9,9 +9,12 @@ own ``--watch``) committed since, by the index's generation counter.
 
 Nothing but JSON-RPC goes to stdout: logs go to stderr, and the SDK points fd 1 at
 stderr while it serves. A bad argument (k <= 0, an unknown mode, a path outside the
-index, an unknown chunk id) is a tool error carrying brainbot's one-line message; it
-never ends the server. Calls are served one at a time: one SQLite connection and one
-ONNX session are shared, and a search takes milliseconds.
+index, an unknown chunk id, text that is not UTF-8) is a tool error carrying brainbot's
+one-line message; it never ends the server. The index side is serve/service.py: one
+SQLite connection and one ONNX session, used by one call at a time under its lock (a
+search takes milliseconds), which an ask takes only for its index work, never while the
+model thinks, so the other tools answer meanwhile. The handshake's instructions say how
+far the index is embedded at each ``initialize``, not as it was at the start.
 
 With ``--watch`` the server's own watcher keeps the index fresh. An index that does not
 exist yet, or needs a migration, is created or migrated by the watcher's writer before
@@ -38,6 +41,8 @@ from pydantic import Field
 
 from brainbot.errors import BrainbotError
 
+from .service import Service
+
 log = logging.getLogger("brainbot.serve.mcp")
 
 INSTRUCTIONS = """\
@@ -55,148 +60,77 @@ PARTIAL = """ The index is partly embedded ({line}): vector and hybrid search se
 # is 64 chunks, about 1.1 s of embedding at 58 chunks/s on 2 cores (README, "Embedding
 # throughput"); the official client sends SIGTERM 2 s after closing stdin, SIGKILL 2 s later.
 STOP_WAIT_S = 15.0
+# How long a handshake waits for the index lock to say how far the index is embedded:
+# a search holds it for milliseconds; only the start's warm-up holds it longer.
+HANDSHAKE_WAIT_S = 0.25
 
 
-class Service:
-    """The index side of the server: one Searcher, used under one lock."""
+def call(service: Service, fn, *args):
+    """``fn(*args)`` under the index lock; brainbot's errors become tool errors."""
+    from mcp.server.mcpserver.exceptions import ToolError
 
-    def __init__(self, db, embedder=None) -> None:
-        from brainbot.search.searcher import Searcher
+    try:
+        return service.locked(fn, *args)
+    except BrainbotError as exc:
+        raise ToolError(str(exc)) from None
 
-        from .warmup import Rewarm
 
-        self.db = db
-        self.lock = threading.Lock()
-        self.searcher = Searcher(db, embedder=embedder)
-        self.watching: tuple | None = None  # (Watcher, its thread) with --watch
-        self.closed = False
-        self.rewarm = Rewarm(self)
+async def asked(service: Service, question: str) -> dict[str, Any]:
+    """The ask tool's record, from an ask's thread (service.py: never under the lock while
+    the model thinks); brainbot's errors, a full queue included, become tool errors."""
+    from mcp.server.mcpserver.exceptions import ToolError
 
-    def warm(self) -> None:
-        """Load the vectors, the ONNX session, the common terms' postings and the int8
-        copy where it pays before the first call (serve/warmup.py)."""
-        from .warmup import prepare
+    try:
+        return await service.asks.run(service.ask, question)
+    except BrainbotError as exc:
+        raise ToolError(str(exc)) from None
 
-        try:
-            with self.lock:
-                self.searcher.search("warm up", 1)
-                loaded = prepare(self.searcher.store)
-                self.rewarm.warmed()
-            log.debug("warm-up: %s", loaded)
-        except BrainbotError as exc:  # an empty index, say: the calls will say so
-            log.warning("warm-up: %s", exc)
 
-    def locked(self, fn, *args, **kwargs):
-        """``fn`` under the lock; then, if it loaded a new generation, a re-warm."""
-        with self.lock:
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                self.rewarm.check()
-
-    def call(self, fn, *args, **kwargs):
-        """Run ``fn`` under the lock; brainbot errors become tool errors."""
-        from mcp.server.mcpserver.exceptions import ToolError
-
-        try:
-            return self.locked(fn, *args, **kwargs)
-        except BrainbotError as exc:
-            raise ToolError(str(exc)) from None
-
-    def close(self) -> None:
-        """Close the index; a re-warm in flight stops at its next hold of the lock."""
-        with self.lock:
-            self.closed = True
-            self.searcher.close()
-
-    # -- the tools' bodies ---------------------------------------------------------------
-    def search(self, query, k, mode, path, tag, since, before, linked_to) -> dict[str, Any]:
-        hits = self.hits(query, k, mode, path, tag, since, before, linked_to)
-        result = {"query": query, "mode": mode, "hits": [h.to_dict() for h in hits]}
-        return result if mode == "bm25" else self.noted(result)
-
-    def hits(self, query, k, mode, path, tag, since, before, linked_to) -> list:
-        """The Hits themselves (serve renders the CLI's text from them)."""
-        from brainbot.notes.vault import parse_when
-
-        return self.searcher.search(query, k, mode=mode, path_glob=path or None,
-                                    tags=[tag] if tag else None,
-                                    since=parse_when(since) if since else None,
-                                    before=parse_when(before) if before else None,
-                                    linked_to=linked_to or None)
-
-    def get(self, ref, count) -> dict[str, Any]:
-        from brainbot.index.links import backlinks_of
-        from brainbot.index.reading import get_lines
-
-        store = self.searcher.store
-        reading = get_lines(store, ref, count)
-        text = "\n".join(f"{n:>6}  {line}" for n, line in reading.lines)
-        return {"ref": ref, "path": reading.path, "root": reading.root,
-                "stale": reading.stale,
-                "lines": [{"line": n, "text": t} for n, t in reading.lines], "text": text,
-                "backlinks": backlinks_of(store, ref)}
-
-    def related(self, note, k, unlinked) -> dict[str, Any]:
-        from brainbot.search.related import related
-
-        report = related(self.searcher.store, note, k, unlinked=unlinked).to_dict()
-        return self.noted(report, "related notes")
-
-    def status(self) -> dict[str, Any]:
-        from brainbot.doctor import status
-
-        info = status(self.db, store=self.searcher.store)
-        if self.watching:
-            watcher, thread = self.watching
-            info["watch"] = {"running": thread.is_alive(), **watcher.state()}
-        return self.noted(info)
-
-    def ask(self, question) -> dict[str, Any]:
-        return self.noted(self.answer(question).to_dict())
-
-    def answer(self, question, k: int = 8):
-        """The Answer itself (serve renders the CLI's text from it); ``k`` chunks per
-        search, as `ask -k`."""
-        from brainbot.ask.agent import ask
-
-        return ask(question, db=self.db, k=k, searcher=self.searcher)
-
-    def partial_index(self, what: str = "vector and hybrid results") -> str | None:
-        """One line while chunks lack a vector: how many are embedded, what fills in the
-        rest (this server's watch, or `brainbot index`) and that ``what`` covers only the
-        embedded chunks; None on a whole index."""
+def instructions(service: Service) -> str:
+    """The instructions for the handshake: the partial index said as it is now (under
+    the index lock)."""
+    text = INSTRUCTIONS + (WATCHING if service.watching else "")
+    try:
+        vectors, chunks = service.searcher.coverage()
+    except BrainbotError:
+        return text
+    if vectors < chunks:
         from brainbot.index.indexer import embedded_line
 
-        vectors, chunks = self.searcher.coverage()
-        if vectors >= chunks:
-            return None
-        how = ("this server is embedding the rest in the background" if self.watching
-               else "`brainbot index` embeds the rest")
-        return (f"{embedded_line(vectors, chunks)}; {how}; {what} cover only the embedded "
-                "chunks and may improve")
+        how = " as the background embedding goes on" if service.watching else \
+            " once `brainbot index` has embedded the rest"
+        text += PARTIAL.format(line=embedded_line(vectors, chunks), how=how)
+    return text
 
-    def instructions(self) -> str:
-        """The instructions for the handshake: the partial index said as it is now."""
-        text = INSTRUCTIONS + (WATCHING if self.watching else "")
-        try:
-            vectors, chunks = self.searcher.coverage()
-        except BrainbotError:
-            return text
-        if vectors < chunks:
-            from brainbot.index.indexer import embedded_line
 
-            how = " as the background embedding goes on" if self.watching else \
-                " once `brainbot index` has embedded the rest"
-            text += PARTIAL.format(line=embedded_line(vectors, chunks), how=how)
-        return text
+class Handshake:
+    """The instructions, said anew at each ``initialize`` (an agent may connect days after
+    the server started, when the index is whole; issue 32, L14): a middleware of the
+    SDK's server that replaces them in the result. When the index lock stays busy for
+    HANDSHAKE_WAIT_S (the start's warm-up holds it ~1 s at 100k chunks), the text last
+    computed is said instead: the handshake is never held up by the index."""
 
-    def noted(self, result: dict[str, Any], what: str = "vector and hybrid results"
-              ) -> dict[str, Any]:
-        """``result`` with ``partial_index`` while the index is partly embedded."""
-        note = self.partial_index(what)
-        if note:
-            result["partial_index"] = note
+    def __init__(self, service: Service) -> None:
+        self.service = service
+        self.text = INSTRUCTIONS
+        self.now()
+
+    def now(self) -> str:
+        """The instructions as the index now is, or as last computed when it is busy."""
+        lock = self.service.index_lock
+        if lock.acquire(timeout=HANDSHAKE_WAIT_S):
+            try:
+                self.text = instructions(self.service)
+            finally:
+                lock.release()
+        return self.text
+
+    async def __call__(self, ctx, call_next):
+        result = await call_next(ctx)
+        if ctx.method in ("initialize", "server/discover") and isinstance(result, dict):
+            import anyio.to_thread
+
+            result = {**result, "instructions": await anyio.to_thread.run_sync(self.now)}
         return result
 
 
@@ -216,7 +150,8 @@ def build(service: Service):
 
     from brainbot.model.claude import may_have_credentials
 
-    server = MCPServer("brainbot", instructions=service.instructions())
+    handshake = Handshake(service)
+    server = MCPServer("brainbot", instructions=handshake.text, middleware=[handshake])
 
     def tool(fn, open_world: bool = False):
         return server.tool(description=inspect.cleandoc(fn.__doc__),
@@ -244,7 +179,7 @@ def build(service: Service):
         start_line-end_line, heading path, score, text and `stale` (true when the note
         changed on disk since it was indexed: the text is what was indexed; `get` its path
         for the current lines) and `root` (the indexed folder it is in)."""
-        return service.call(service.search, query, min(k, 50), mode, path, tag, since,
+        return call(service, service.search, query, min(k, 50), mode, path, tag, since,
                             before, linked_to)
 
     @tool
@@ -260,7 +195,7 @@ def build(service: Service):
         be read. A note that changed since it was indexed is read as it is now, with
         `stale: true`. When a path is in two indexed folders, name one as ROOT::PATH
         (ROOT: the hit's `root`, or its last folder name)."""
-        return service.call(service.get, ref, count)
+        return call(service, service.get, ref, count)
 
     _add_related(tool, service)
 
@@ -270,15 +205,15 @@ def build(service: Service):
         (`partial_index` while some lack a vector: vector and hybrid results may improve),
         and whether it is out of date (notes changed, deleted or added since the last
         index)."""
-        return service.call(service.status)
+        return call(service, service.status)
 
-    def ask(question: Annotated[str, Field(description="the question, in full")]
-            ) -> dict[str, Any]:
+    async def ask(question: Annotated[str, Field(description="the question, in full")]
+                  ) -> dict[str, Any]:
         """Answer a question from the notes with verified citations (Claude when an API
         key is set, else an extractive answer quoting the notes, labelled as such). When
         the notes do not hold the answer it says so and lists the nearest passages.
         `partial_index` says when the index is partly embedded (results may improve)."""
-        return service.call(service.ask, question)
+        return await asked(service, question)
 
     tool(ask, open_world=may_have_credentials())
 
@@ -300,7 +235,7 @@ def _add_related(tool, service: Service) -> None:
         notes already link). The note itself is never listed. Use it to find notes on the
         same topic, or with unlinked=true connections the user has not made yet.
         `partial_index` says when the index is partly embedded (results may improve)."""
-        return service.call(service.related, note, min(k, 50), unlinked)
+        return call(service, service.related, note, min(k, 50), unlinked)
 
 
 def serve(db, watch_paths=None) -> int:
@@ -311,19 +246,30 @@ def serve(db, watch_paths=None) -> int:
     logging.getLogger("brainbot").setLevel(logging.INFO)
     watcher = _watcher(db, watch_paths) if watch_paths else None
     service = _open(db, watcher)
+    thread = watch_thread(service, watcher, "mcp")
+    server = build(service)  # its instructions before the warm-up takes the lock
     threading.Thread(target=service.warm, name="warm-up", daemon=True).start()
-    if watcher is not None:
-        watcher.share(service.searcher.embedder)
-        thread = threading.Thread(target=_watch, args=(watcher,), name="watch", daemon=True)
-        service.watching = (watcher, thread)
+    if thread is not None:
         thread.start()
     try:
-        build(service).run()
+        server.run()
     finally:
-        if watcher is not None:
+        if thread is not None:
             _stop(watcher, thread)
         service.close()
     return 0
+
+
+def watch_thread(service: Service, watcher, command: str) -> threading.Thread | None:
+    """The watch thread of `brainbot COMMAND --watch` (not started yet), indexing with
+    the searcher's embedder (one ONNX session); None without a watcher."""
+    if watcher is None:
+        return None
+    watcher.share(service.searcher.embedder)
+    thread = threading.Thread(target=_watch, args=(watcher, command), name="watch",
+                              daemon=True)
+    service.watching = (watcher, thread)
+    return thread
 
 
 def _watcher(db, watch_paths):
@@ -354,9 +300,10 @@ def _open(db, watcher) -> Service:
     return Service(db, embedder=watcher.embedder)
 
 
-def _watch(watcher) -> None:
-    """The watch thread: run() survives every failure of a pass; should it end anyway,
-    say so, since the index is then no longer kept fresh (`status` shows it too)."""
+def _watch(watcher, command: str) -> None:
+    """The watch thread of `brainbot COMMAND --watch`: run() survives every failure of a
+    pass; should it end anyway, say so, since the index is then no longer kept fresh
+    (`status` shows it too)."""
     try:
         watcher.run()
     except BaseException:  # noqa: BLE001 - logged with its traceback; the thread ends
@@ -364,7 +311,7 @@ def _watch(watcher) -> None:
     finally:
         if not watcher.stop.is_set():
             log.error("the watch is no longer running: the index is not kept fresh; "
-                      "restart brainbot mcp")
+                      "restart brainbot %s", command)
 
 
 def _stop(watcher, thread) -> None:
