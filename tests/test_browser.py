@@ -119,7 +119,7 @@ def search(driver, text: str):
 def card_path(card) -> str:
     from selenium.webdriver.common.by import By
 
-    return card.find_element(By.CSS_SELECTOR, "h2 span, h3 span").text
+    return card.find_element(By.CSS_SELECTOR, "h2 span.path, h3 span.path").text
 
 
 def test_search_open_a_note_and_follow_related(driver, site):
@@ -173,6 +173,65 @@ def test_ask_shows_a_verified_citation_and_its_lines(driver, site):
     cite.click()
     wait(driver, lambda d: cards(d, "#answer pre.lines")
          and "twice a day" in cards(d, "#answer pre.lines")[0].text)
+
+
+TWO_ROOTS = {
+    "v1/README.md": "# Readme\n\nThe shared readme mentions the garden compost.\n",
+    "v2/README.md": "# Readme two\n\nThe second readme also mentions the garden compost and "
+                    "tomatoes.\n",
+    "v2/bread.md": "# Bread\n\nA loaf of rye bread wants a long proof.\n",
+}
+
+
+@pytest.fixture(scope="module")
+def two_roots(tmp_path_factory, shared_embedder):
+    """A daemon of two indexed folders that both hold README.md (issue 32, H3)."""
+    top = tmp_path_factory.mktemp("roots")
+    for rel, text in TWO_ROOTS.items():
+        (top / rel).parent.mkdir(parents=True, exist_ok=True)
+        (top / rel).write_text(text, encoding="utf-8")
+    with Indexer(top / "r.db", embedder=shared_embedder) as ix:
+        ix.index_paths([top / "v1", top / "v2"])
+    d = Daemon(top / "r.db")
+    yield f"http://127.0.0.1:{d.port}"
+    assert d.stop() in (0, -15)
+
+
+def test_two_folders_holding_one_path_are_told_apart(driver, two_roots):
+    """Hit cards name their folder; an answer cites each README.md by its own folder,
+    and opening a citation reads the lines of that note, not of its twin."""
+    from selenium.webdriver.common.by import By
+
+    driver.get(two_roots + "/")
+    hits = search(driver, "readme garden compost")
+    folders = {c.find_element(By.CSS_SELECTOR, "h2 .folder").text: card_path(c)
+               for c in hits if card_path(c) == "README.md"}
+    assert folders == {"v1/": "README.md", "v2/": "README.md"}
+    driver.find_element(By.ID, "ask").click()
+    wait(driver, lambda d: len(cards(d, "#answer button.citation")) == 2)
+    for cite in cards(driver, "#answer button.citation"):
+        assert "verified" in cite.text
+        folder = "v1/" if "v1/README.md" in cite.text else "v2/"
+        cite.click()
+        own = {"v1/": "The shared readme", "v2/": "The second readme"}[folder]
+        other = {"v1/": "The second readme", "v2/": "The shared readme"}[folder]
+        wait(driver, lambda d, c=cite, own=own: c.find_elements(
+            By.XPATH, "following-sibling::pre") and own in c.find_element(
+            By.XPATH, "following-sibling::pre").text)
+        assert other not in cite.find_element(By.XPATH, "following-sibling::pre").text
+
+
+def test_the_open_link_keeps_hash_and_question_marks_in_the_file_name(driver, site):
+    """Each path segment is encoded (issue 32, L18): "C# tips?.md" stays one file name."""
+    base, _ = site
+    driver.get(base + "/")
+    href = driver.execute_script(
+        "return editorLink({root: '/home/u/notes/lang', path: 'C# tips?.md', "
+        "start_line: 3}).getAttribute('href')")
+    assert href == "vscode://file//home/u/notes/lang/C%23%20tips%3F.md:3"
+    parts = driver.execute_script("const u = new URL(arguments[0]); "
+                                  "return [u.hash, u.search];", href)
+    assert parts == ["", ""]
 
 
 def test_hostile_markup_is_shown_as_text(driver, site):

@@ -8,6 +8,7 @@ const DEBOUNCE_MS = 250;
 let timer = null;
 let latest = 0;
 let vaults = {};  // indexed folder -> {name, prefix} of the Obsidian vault holding it
+let roots = [];  // the indexed folders on this machine
 let vaultsReady = Promise.resolve();
 
 function el(tag, props = {}, ...children) {
@@ -92,7 +93,10 @@ function editorLink(hit) {
   } else {
     const template = localStorage.getItem("brainbot.editor") || "vscode://file/{path}:{line}";
     const full = hit.root ? `${hit.root.replace(/\/$/, "")}/${hit.path}` : hit.path;
-    href = template.replace("{path}", encodeURI(full)).replace("{line}", hit.start_line || 1);
+    // Each segment encoded, the "/" kept: encodeURI left "#" and "?" in a file name
+    // ("C# tips?.md"), which the editor then read as a fragment and a query.
+    const encoded = full.split("/").map(encodeURIComponent).join("/");
+    href = template.replace("{path}", encoded).replace("{line}", hit.start_line || 1);
   }
   return el("a", { href, class: "open", text: vault ? "open in Obsidian" : "open",
     title: "open in your editor" });
@@ -101,6 +105,14 @@ function editorLink(hit) {
 // [ROOT::]PATH: names the note in its own indexed folder when several are indexed.
 function noteRef(item) {
   return item.root ? `${item.root}::${item.path}` : item.path;
+}
+
+// The last name of the note's indexed folder, shown when several folders are indexed
+// (two may both hold README.md); none with one.
+function folderLabel(item) {
+  if (roots.length < 2 || !item.root) return null;
+  const name = item.root.replace(/[\\/]+$/, "").split(/[\\/]/).pop();
+  return el("span", { class: "folder", text: `${name}/`, title: item.root });
 }
 
 function actions(item) {
@@ -115,7 +127,8 @@ function actions(item) {
 
 function hitCard(hit, words) {
   const heading = (hit.heading_path || []).join(" › ");
-  const title = el("h2", {}, el("span", { text: hit.path }), ...badges(hit));
+  const title = el("h2", {}, folderLabel(hit), el("span", { class: "path", text: hit.path }),
+    ...badges(hit));
   const where = el("div", { class: "where",
     text: `lines ${hit.start_line}-${hit.end_line}${heading ? " · " + heading : ""} · ` });
   where.append(editorLink(hit), actions(hit));
@@ -130,7 +143,8 @@ async function openNote(item) {
   const pre = el("pre", { class: "lines", text: "…" });
   const where = el("div", { class: "where" }, editorLink(item), " ", close);
   box.replaceChildren(el("article", { class: "card reader" },
-    el("h2", {}, el("span", { text: item.path })), where, pre));
+    el("h2", {}, folderLabel(item), el("span", { class: "path", text: item.path })), where,
+    pre));
   box.hidden = false;
   showRelated(item);
   await fillLines(pre, noteRef(item));
@@ -151,7 +165,7 @@ async function fillLines(pre, ref) {
 
 function relatedCard(rel) {
   const heading = (rel.heading_path || []).join(" › ");
-  const title = el("h3", {}, el("span", { text: rel.path }),
+  const title = el("h3", {}, folderLabel(rel), el("span", { class: "path", text: rel.path }),
     rel.linked ? el("span", { class: "badge linked", text: "linked",
       title: "the two notes already link" }) : null, ...badges(rel));
   const where = el("div", { class: "where", text: `score ${rel.score.toFixed(3)} · lines ` +
@@ -183,10 +197,12 @@ async function showRelated(item) {
 async function loadVaults() {
   try {
     const r = await api("GET", "/api/roots");
+    roots = r.roots.map((x) => x.root);
     vaults = Object.fromEntries(r.roots.filter((x) => x.obsidian)
       .map((x) => [x.root, x.obsidian]));
   } catch (err) {
     vaults = {};
+    roots = [];
   }
 }
 
@@ -224,15 +240,17 @@ async function showLines(cite, button) {
   const count = cite.end_line - cite.start_line + 1;
   const pre = el("pre", { class: "lines", text: "…" });
   button.after(pre);
-  await fillLines(pre, `${cite.path}:${cite.start_line}:${count}`);
+  // ROOT::PATH:LINE:COUNT, as for hits: README.md may be in two indexed folders.
+  await fillLines(pre, `${noteRef(cite)}:${cite.start_line}:${count}`);
 }
 
 function citationButton(cite) {
   const ok = cite.verified ? el("span", { class: "badge ok", text: "verified" })
     : el("span", { class: "badge bad", text: "unverified" });
+  const folder = folderLabel(cite);
   const button = el("button", { type: "button", class: "citation",
-    text: `[${cite.n}] ${cite.path}:${cite.start_line}-${cite.end_line} ` }, ok,
-    ...badges(cite));
+    text: `[${cite.n}] ${folder ? folder.textContent : ""}${cite.path}:${cite.start_line}-` +
+      `${cite.end_line} ` }, ok, ...badges(cite));
   button.addEventListener("click", () => showLines(cite, button));
   return button;
 }
