@@ -184,9 +184,11 @@ def _add_serve(sub) -> None:
                    help="also keep the index fresh from these folders")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to bind (default 127.0.0.1; others need --token)")
-    p.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    p.add_argument("--port", type=int, default=8765,
+                   help="port (default 8765; 0: a free one, said when serving)")
     p.add_argument("--token", default=None,
-                   help="require Authorization: Bearer TOKEN on every request")
+                   help="require Authorization: Bearer TOKEN on every request (or set "
+                        "BRAINBOT_TOKEN, which ps does not show)")
     p.set_defaults(func="cmd_serve")
 
 
