@@ -15,6 +15,8 @@ asks wait on the model (issue 32, M4). Asks run in threads of their own (``Asks`
 in the thread pool the other calls share (anyio's, 40 threads), so waiting asks cannot
 starve them either; at most ASK_WORKERS run at once and ASK_QUEUE more wait, and one more
 is refused at once (ServerBusyError: a 503, a tool error) rather than queued for minutes.
+A streaming ask fits the same shape: its thread hands the model's text on as it comes
+(``ask(..., stream=True, out=...)``), outside the lock, and takes the lock as above.
 
 What the MCP tools and the HTTP routes add (argument schemas, status codes, the
 handshake) lives in serve/mcp.py and serve/http.py; text that is not UTF-8 is refused
