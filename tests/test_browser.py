@@ -93,9 +93,14 @@ def site(tmp_path_factory, shared_embedder):
 
 
 def wait(driver, condition, timeout: float = 60):
+    """``condition`` once true; an element replaced meanwhile (the page re-rendered the
+    cards: a search typed after another one) counts as not yet."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, timeout, poll_frequency=0.1).until(condition)
+    return WebDriverWait(driver, timeout, poll_frequency=0.1,
+                         ignored_exceptions=(StaleElementReferenceException,)
+                         ).until(condition)
 
 
 def cards(driver, css: str) -> list:
@@ -111,7 +116,10 @@ def search(driver, text: str):
     box = driver.find_element(By.ID, "q")
     box.clear()
     box.send_keys(text)
-    wait(driver, lambda d: cards(d, "#hits .card.hit") and text.split()[0].lower() in
+    # The cards of the last search, not of one typed half-way or started by a filter:
+    # the page says aria-busy until the latest search is shown.
+    wait(driver, lambda d: d.find_element(By.ID, "hits").get_attribute("aria-busy") ==
+         "false" and cards(d, "#hits .card.hit") and text.split()[0].lower() in
          d.find_element(By.ID, "hits").text.lower())
     return cards(driver, "#hits .card.hit")
 
@@ -225,9 +233,9 @@ def test_the_open_link_keeps_hash_and_question_marks_in_the_file_name(driver, si
     """Each path segment is encoded (issue 32, L18): "C# tips?.md" stays one file name."""
     base, _ = site
     driver.get(base + "/")
-    href = driver.execute_script(
-        "return editorLink({root: '/home/u/notes/lang', path: 'C# tips?.md', "
-        "start_line: 3}).getAttribute('href')")
+    href = wait(driver, lambda d: d.execute_script(  # once app.js has run
+        "return typeof editorLink === 'function' && editorLink({root: "
+        "'/home/u/notes/lang', path: 'C# tips?.md', start_line: 3}).getAttribute('href')"))
     assert href == "vscode://file//home/u/notes/lang/C%23%20tips%3F.md:3"
     parts = driver.execute_script("const u = new URL(arguments[0]); "
                                   "return [u.hash, u.search];", href)
@@ -266,14 +274,17 @@ def test_a_partly_embedded_index_says_so_in_one_line(driver, site, partial_daemo
     search(driver, "feed the sourdough starter")
     assert not driver.find_element(By.ID, "partial").is_displayed()
     driver.get(f"http://127.0.0.1:{partial_daemon.port}/")
-    hits = search(driver, "sourdough dough")
+    search(driver, "sourdough dough")
     line = driver.find_element(By.ID, "partial")
     wait(driver, lambda d: line.is_displayed())
     assert "5 of 6 chunks embedded" in line.text and "`brainbot index`" in line.text
     Select(driver.find_element(By.ID, "mode")).select_by_value("bm25")
     wait(driver, lambda d: not line.is_displayed())
-    hits = search(driver, "sourdough dough")
-    hits[0].find_element(By.CSS_SELECTOR, "button.show-related").click()
+    search(driver, "sourdough dough")
+    # The cards of the search the mode change started may still be replaced by those of
+    # the typed one: the first card's button is looked up again until the click lands.
+    wait(driver, lambda d: cards(d, "#hits .card.hit")[0].find_element(
+        By.CSS_SELECTOR, "button.show-related").click() or True)
     wait(driver, lambda d: "related notes cover only the embedded chunks" in
          d.find_element(By.ID, "related").text)
 

@@ -218,8 +218,13 @@ function filters() {
 async function search() {
   const query = $("q").value.trim();
   const list = $("hits");
-  if (!query) { list.replaceChildren(); showError(""); showPartial(""); return; }
   const mine = ++latest;
+  if (!query) {
+    list.replaceChildren(); showError(""); showPartial("");
+    list.setAttribute("aria-busy", "false");
+    return;
+  }
+  list.setAttribute("aria-busy", "true");
   try {
     const found = await api("POST", "/api/search", { query, k: 10, ...filters() });
     await vaultsReady;  // hits link to Obsidian once the vaults are known
@@ -231,6 +236,10 @@ async function search() {
     if (!found.hits.length) list.append(el("p", { class: "muted", text: "No hits." }));
   } catch (err) {
     if (mine === latest) showError(err.message);
+  } finally {
+    // Not busy once the latest search is shown (assistive tech, and the browser test,
+    // wait for that rather than for the first cards, which a later search may replace).
+    if (mine === latest && !timer) list.setAttribute("aria-busy", "false");
   }
 }
 
@@ -298,7 +307,8 @@ async function status() {
 
 function later() {
   clearTimeout(timer);
-  timer = setTimeout(search, DEBOUNCE_MS);
+  $("hits").setAttribute("aria-busy", "true");
+  timer = setTimeout(() => { timer = null; search(); }, DEBOUNCE_MS);
 }
 
 document.addEventListener("DOMContentLoaded", () => {
@@ -309,6 +319,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("search-form").addEventListener("submit", (e) => {
     e.preventDefault();
     clearTimeout(timer);
+    timer = null;
     search();
   });
   $("ask").addEventListener("click", ask);
