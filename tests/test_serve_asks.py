@@ -9,6 +9,7 @@ time). Asks past the server's queue are refused at once, and searches still answ
 
 from __future__ import annotations
 
+import json
 import threading
 from urllib.parse import quote
 
@@ -17,7 +18,7 @@ import pytest
 from conftest import copy_tree
 from fake_anthropic import FakeAnthropic, cite_text, message, search_results, text
 from test_mcp import server_env, session
-from test_serve import Daemon
+from test_serve import Daemon, cli
 
 from brainbot.serve.service import ASK_QUEUE, ASK_WORKERS
 
@@ -76,8 +77,9 @@ def mcp_http(port: int, name: str, args: dict):
 
 def test_everything_else_answers_while_asks_wait_on_the_model(claude_daemon, fake):
     """An ask through /api/ask and one through the MCP ask tool both wait inside the
-    model call; meanwhile /api/search, /api/get, /api/status, /api/related and the MCP
-    search tool complete. Then both asks finish, cited."""
+    model call; meanwhile /api/search, /api/get, /api/status, /api/related, the MCP
+    search tool and a `brainbot query` sent to the daemon complete. Then both asks
+    finish, cited."""
     d = claude_daemon
     fake.push(reply, reply)
     fake.hold()
@@ -94,6 +96,10 @@ def test_everything_else_answers_while_asks_wait_on_the_model(claude_daemon, fak
         assert d.json("GET", f"/api/related?note={quote(hit['path'])}&k=2")[0] == 200
         searched = mcp_http(d.port, "search", {"query": "sourdough starter", "k": 2})
         assert not searched.is_error and searched.structured_content["hits"]
+        db = d.proc.args[d.proc.args.index("--db") + 1]
+        query = cli("query", "sourdough starter", "-k", "2", "--json", "--db", db)
+        assert query.returncode == 0 and len(json.loads(query.stdout)) == 2
+        assert query.stderr.splitlines()[-1] == "False False"  # answered by the daemon
         assert api_ask.is_alive() and mcp_ask.is_alive() and fake.held == 2
     finally:
         fake.release()
