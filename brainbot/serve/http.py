@@ -18,7 +18,7 @@ brainbot's one-line message as JSON, a body over MAX_BODY a 413, an ask past the
 503; an unexpected failure is a 500 with one line, and the daemon goes on.
 
 The port is bound before anything else: a port in use is one line and exit 2 before the
-index is even opened, and the daemon file (serve/client.py) is written only once the
+index is even opened, and the daemon file (serve/announce.py) is written only once the
 socket is this process's, never over the file of another live daemon of the same index.
 Searches and the other calls run under the index lock in anyio's thread pool; asks in
 threads of their own, taking the lock only for their index work (serve/service.py).
