@@ -350,22 +350,26 @@ def cmd_eval(args) -> int:
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if args.answers and not args.questions:
         raise InputError("--answers needs --questions FILE.jsonl")
+    show = evaluate.format_answers if args.answers else evaluate.format_result
     if args.beir:
         result = evaluate.run_beir(Path(args.beir), db=args.db, split=args.split, modes=modes,
                                    limit=args.limit, precision=args.precision)
     elif args.answers:
         result = evaluate.run_answers(Path(args.questions), db=args.db or _db_default())
+    elif args.conversations:
+        result = evaluate.run_conversations(Path(args.conversations),
+                                            db=args.db or _db_default(), k=args.k)
+        show = evaluate.format_conversations
     elif args.questions:
         result = evaluate.run_questions(Path(args.questions), db=args.db or _db_default(),
                                         modes=modes, k=args.k)
     else:
-        raise InputError("give --beir DIR or --questions FILE.jsonl")
+        raise InputError("give --beir DIR, --questions FILE.jsonl or --conversations FILE")
     if args.json:
         _emit_json(result)
     else:
         from .render import printable
 
-        show = evaluate.format_answers if args.answers else evaluate.format_result
         print(printable(show(result), keep_newlines=True))  # questions are the user's text
     return 0
 
@@ -380,7 +384,9 @@ def _daemon_ask(args) -> dict | None:
         return None
     from .serve import client
 
-    return client.ask(args.db, {"question": args.text, "k": args.k, "cli": True})
+    return client.ask(args.db, {"question": args.text, "k": args.k, "cli": True,
+                                "conversation": args.conversation,
+                                "follow_up": args.follow_up})
 
 
 def cmd_ask(args) -> int:
@@ -394,25 +400,74 @@ def cmd_ask(args) -> int:
             _emit_json(reply)
         else:
             print(text)
+            _not_saved(reply.get("conversation_note"))
         return 0
-    from brainbot.ask.agent import ask
+    from brainbot.ask.conversation import Thread
     from brainbot.ask.terminal import format_answer
     from brainbot.search.searcher import Searcher
 
+    thread = Thread.open(args.db, args.conversation, args.follow_up)
     with Searcher(args.db) as searcher:
-        answer = ask(args.text, db=args.db, k=args.k, model=args.model, searcher=searcher,
-                     show_context=args.show_context,
-                     stream=sys.stdout.isatty() and not args.json)
+        answer = thread.ask(args.text, db=args.db, k=args.k, model=args.model,
+                            searcher=searcher, show_context=args.show_context,
+                            stream=sys.stdout.isatty() and not args.json)
         note = searcher.partial_note("hybrid")
     if note:
         print(note, file=sys.stderr)  # as query does; never in --json stdout
     if args.show_context:
-        _emit_json(answer)
+        _emit_json(answer)  # exactly the request: the earlier turns are in its messages
         return 0
     if args.json:
         _emit_json(answer.to_dict())
     else:
         print(format_answer(answer))
+        _not_saved(answer.conversation_note)
+    return 0
+
+
+def _not_saved(note: str | None) -> None:
+    if note:
+        _warn(note)
+
+
+def cmd_chat(args) -> int:
+    from brainbot.ask.chat import chat
+
+    return chat(args.db, k=args.k, model=args.model, conversation=args.conversation,
+                follow_up=args.follow_up)
+
+
+def cmd_conversations(args) -> int:
+    from brainbot.store.target import open_conversations
+
+    from .render import printable
+
+    store = open_conversations(args.db)
+    if args.delete or args.clear:
+        n = 1 if args.delete else store.clear()
+        if args.delete:
+            store.delete(args.delete)
+        print(f"deleted {n} conversation{'s' if n != 1 else ''}", file=sys.stderr)
+        return 0
+    if args.action == "show":
+        if not args.id:
+            raise InputError("give the conversation to show: brainbot conversations show ID")
+        turns = store.turns(args.id)
+        if args.json:
+            _emit_json({"id": args.id, "turns": [t.to_dict() for t in turns]})
+        else:
+            from brainbot.ask.chat import turn_lines
+
+            print(printable("\n\n".join(turn_lines(t) for t in turns), keep_newlines=True))
+        return 0
+    listed = store.listing()
+    if args.json:
+        _emit_json([c.to_dict() for c in listed])
+    elif not listed:
+        print("no conversations", file=sys.stderr)
+    for c in [] if args.json else listed:
+        print(printable(f"{c.id}  {c.started[:16].replace('T', ' ')}  {c.turns:>3} "
+                        f"turn{'s' if c.turns != 1 else ' '}  {c.first_question}"))
     return 0
 
 

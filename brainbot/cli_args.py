@@ -130,6 +130,8 @@ def _add_eval(sub) -> None:
     src = p.add_mutually_exclusive_group()
     src.add_argument("--beir", metavar="DIR", help="a BEIR dataset folder")
     src.add_argument("--questions", metavar="FILE", help="a question set (JSON Lines)")
+    src.add_argument("--conversations", metavar="FILE",
+                     help="a conversation set: follow-ups alone and within their conversation")
     _db_option(p, default=False)
     p.add_argument("--split", default="test")
     p.add_argument("--modes", default="bm25,vector,hybrid")
@@ -145,15 +147,53 @@ def _add_eval(sub) -> None:
 
 def _add_ask(sub) -> None:
     p = sub.add_parser("ask", help="answer a question from the notes, with citations",
-                       epilog="Example: brainbot ask 'when do I feed the starter?'")
+                       epilog="Example: brainbot ask 'when do I feed the starter?' && "
+                              "brainbot ask --follow-up 'and in the fridge?'")
     p.add_argument("text")
     _db_option(p)
-    p.add_argument("-k", type=_positive, default=8, help="chunks to retrieve per search")
+    _answer_options(p)
     p.add_argument("--json", action="store_true")
     p.add_argument("--show-context", action="store_true",
                    help="print what would be sent to the API and send nothing")
-    p.add_argument("--model", default=None, help="Claude model (default: $BRAINBOT_MODEL)")
+    _thread_options(p)
     p.set_defaults(func="cmd_ask")
+
+
+def _answer_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-k", type=_positive, default=8, help="chunks to retrieve per search")
+    p.add_argument("--model", default=None, help="Claude model (default: $BRAINBOT_MODEL)")
+
+
+def _thread_options(p: argparse.ArgumentParser) -> None:
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--conversation", metavar="ID",
+                       help="continue conversation ID (`brainbot conversations` lists them)")
+    which.add_argument("--follow-up", action="store_true",
+                       help="continue the latest conversation of this index")
+
+
+def _add_chat(sub) -> None:
+    p = sub.add_parser("chat", help="ask one question after another: every line follows up",
+                       epilog="Example: brainbot chat --db notes.db   (then /help)")
+    _db_option(p)
+    _answer_options(p)
+    _thread_options(p)
+    p.set_defaults(func="cmd_chat")
+
+
+def _add_conversations(sub) -> None:
+    p = sub.add_parser("conversations", help="list, show or delete the stored conversations",
+                       epilog="Example: brainbot conversations   or   brainbot conversations "
+                              "show 3f2a9c1b8e0d   or   brainbot conversations --delete ID")
+    p.add_argument("action", nargs="?", choices=["list", "show"], default="list",
+                   help="list them (the default), or show one's turns")
+    p.add_argument("id", nargs="?", metavar="ID", help="the conversation to show")
+    _db_option(p)
+    p.add_argument("--json", action="store_true")
+    gone = p.add_mutually_exclusive_group()
+    gone.add_argument("--delete", metavar="ID", help="delete conversation ID")
+    gone.add_argument("--clear", action="store_true", help="delete every conversation")
+    p.set_defaults(func="cmd_conversations")
 
 
 def _add_watch(sub) -> None:
@@ -227,5 +267,6 @@ def _add_related(sub) -> None:
 
 
 COMMANDS = (_add_index, _add_query, _add_get, _add_links_and_tags, _add_chunks, _add_report,
-            _add_status_and_doctor, _add_eval, _add_ask, _add_watch, _add_mcp, _add_serve,
+            _add_status_and_doctor, _add_eval, _add_ask, _add_chat, _add_conversations,
+            _add_watch, _add_mcp, _add_serve,
             _add_model, _add_copy, _add_related)

@@ -66,8 +66,20 @@ def status(db, store: Store | None = None) -> dict:
         "missing_roots": {r: {"notes": n, "note": missing_root_line(r, n, store.target)}
                           for r, n in missing.items()},
         "warnings": warnings,
+        **_conversations(db),
         **_engine_status(db),
     }
+
+
+def _conversations(db) -> dict:
+    """How many conversations are stored beside the index (store/conversations.py); when
+    they cannot be read, None and why."""
+    from brainbot.store.target import open_conversations
+
+    try:
+        return {"conversations": open_conversations(db).count()}
+    except BrainbotError as exc:
+        return {"conversations": None, "conversations_error": str(exc)}
 
 
 # On Postgres the legs run in SQL (pgvector, BM25 over brainbot's postings): the C kernel

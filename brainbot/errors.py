@@ -154,3 +154,11 @@ class NotFoundError(BrainbotError):
 
 class AnswerError(BrainbotError):
     """The answering agent could not finish (API errors after retries, bad responses)."""
+
+
+class UnknownConversationError(InputError):
+    """A conversation id that this index's conversations do not hold."""
+
+    def __init__(self, cid: str, target) -> None:
+        self.fix = f"brainbot conversations --db {_quote(target)}"
+        super().__init__(f"no conversation {cid!r} in {target}; list them with `{self.fix}`")

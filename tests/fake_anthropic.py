@@ -9,7 +9,9 @@ request's headers and body. The real ``anthropic.Anthropic`` client is pointed a
 what is tested is the bytes brainbot sends and what it does with the bytes it gets.
 
 A reply is a ``Reply``, or a callable taking the request body and returning one: that is
-how a scripted model cites the n-th search result it was sent, as the real API does.
+how a scripted model cites the n-th search result it was sent, as the real API does, and
+reads the earlier turns of a conversation the request carries (``earlier_turns``,
+``questions``) to answer a follow-up.
 ``hold()`` keeps every request waiting, as a model still thinking, until ``release()``;
 ``held`` counts the requests waiting (a test waits for that condition, not for a time).
 What this fake does not do: count tokens, check the model name, or validate the request
@@ -107,6 +109,38 @@ def cite_text(body: dict, index: int, needle: str) -> dict:
             if needle.lower() in "".join(blocks[start:start + width]).lower():
                 return cite(body, index, start, start + width)
     raise AssertionError(f"{needle!r} is in no block of result {index}")
+
+
+def questions(body: dict) -> list[str]:
+    """The question of each user turn that asks one ("Question: ..."), oldest first: the
+    earlier turns of a conversation, then the question asked now."""
+    found = []
+    for msg in body.get("messages", []):
+        if msg.get("role") != "user" or not isinstance(msg.get("content"), list):
+            continue
+        for block in msg["content"]:
+            text = block.get("text", "") if block.get("type") == "text" else ""
+            if text.startswith("Question: "):
+                found.append(text[len("Question: "):])
+    return found
+
+
+def earlier_turns(body: dict) -> list[tuple[str, str, list[str]]]:
+    """(question, answer, sources of the search results sent with it) of each earlier turn
+    of the conversation a request carries back, oldest first."""
+    turns, messages = [], body.get("messages", [])
+    for ask, reply in zip(messages, messages[1:]):
+        content = ask.get("content")
+        if ask.get("role") != "user" or reply.get("role") != "assistant" or not isinstance(
+                content, list):
+            continue
+        asked = [b["text"][len("Question: "):] for b in content
+                 if b.get("type") == "text" and b.get("text", "").startswith("Question: ")]
+        if asked:
+            answer = "".join(b.get("text", "") for b in reply["content"] if b.get("type") == "text")
+            sources = [b["source"] for b in content if b.get("type") == "search_result"]
+            turns.append((asked[0], answer, sources))
+    return turns
 
 
 def tool_results(body: dict) -> list[dict]:

@@ -129,6 +129,10 @@ class Answer:
     support: float | None = None  # extractive: best quotable unit's score (SUPPORT_MIN)
     streamed: bool = False  # the model's text already went to the terminal
     index_note: str | None = None  # on a refusal: how far the index is behind the notes
+    searched: str = ""  # what retrieval searched: the question, or with its conversation's
+    conversation: str | None = None  # the conversation it is a turn of (ask/conversation.py)
+    turn: int | None = None  # its number there; None: not saved
+    conversation_note: str | None = None  # why the turn was not saved
 
     @property
     def refused(self) -> bool:
@@ -142,7 +146,9 @@ class Answer:
                 "usage": self.usage, "dropped": self.dropped, "nearest": self.nearest,
                 "model": self.model, "stop_reason": self.stop_reason,
                 "evidence": _round(self.evidence), "support": _round(self.support),
-                "index_note": self.index_note}
+                "index_note": self.index_note, "searched": self.searched or self.question,
+                "conversation": self.conversation, "turn": self.turn,
+                "conversation_note": self.conversation_note}
 
 
 def _round(value: float | None) -> float | None:

@@ -10,7 +10,8 @@ anything is written, the source's identity (model, weights, dimension, tokenizer
 chunker, analyzer, embedder) is checked against what the target already records, and a
 target that holds documents is refused unless ``replace`` is given, which empties it
 first. A copy killed midway leaves the batches it committed: run it again with
-``--replace``.
+``--replace``. The conversations kept beside the source (``store/conversations.py``) are
+added to the target's afterwards, in one transaction.
 
 Nothing here knows SQL: it only speaks ``store/interface.py``'s interface.
 """
@@ -21,7 +22,7 @@ from dataclasses import asdict, dataclass, fields
 
 from brainbot.errors import InputError, StoreError
 from brainbot.store.identity import IndexIdentity
-from brainbot.store.target import open_store, public_target, whereabouts
+from brainbot.store.target import open_conversations, open_store, public_target, whereabouts
 
 # Chunks a write transaction: more than the indexer's 64 (nothing is embedded here, so a
 # batch costs only its rows), few enough that a kill loses little.
@@ -35,9 +36,11 @@ class CopyStats:
     source: str = ""
     target: str = ""
     replaced: bool = False
+    conversations: int = 0
 
     def summary(self) -> str:
-        return (f"copied {self.documents:,} documents, {self.chunks:,} chunks from "
+        talk = f", {self.conversations:,} conversations" if self.conversations else ""
+        return (f"copied {self.documents:,} documents, {self.chunks:,} chunks{talk} from "
                 f"{self.source} to {self.target}" + (" (replaced)" if self.replaced else ""))
 
     def to_dict(self) -> dict:
@@ -96,7 +99,15 @@ def copy_index(source, target, *, replace: bool = False) -> CopyStats:
                 # roots were indexed as folders
                 for key in ("vault_refresh", "folder_roots"):
                     dst.set_meta(key, src.meta().get(key))
+    stats.conversations = copy_conversations(source, target)
     return stats
+
+
+def copy_conversations(source, target) -> int:
+    """The source index's conversations added to the target's, whole (store/conversations.py:
+    they live beside an index, so they travel with it here); one the target already holds
+    stays as it is. How many were added."""
+    return open_conversations(target).absorb(open_conversations(source).export())
 
 
 def _copy_documents(src, dst, stats: CopyStats) -> None:

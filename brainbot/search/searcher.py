@@ -13,6 +13,7 @@ re-ranker in ``search/rerank.py``.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -140,8 +141,8 @@ class Searcher:
                 "finish (the vector leg sees only embedded chunks)")
 
     # -- legs: (chunk ids, scores), best first ------------------------------------------
-    def bm25(self, query: str, n: int, flt: Filter | None = None):
-        return self.store.bm25_topk(lexical.query_terms(query), n, flt)
+    def bm25(self, query: str, n: int, flt: Filter | None = None, terms: Counter | None = None):
+        return self.store.bm25_topk(terms or lexical.query_terms(query), n, flt)
 
     def vector(self, query: str, n: int, flt: Filter | None = None, qvec=None):
         if qvec is None:
@@ -160,7 +161,10 @@ class Searcher:
                linked_to: str | None = None, min_score: float | None = None,
                fusion: Literal["rrf", "weighted"] = DEFAULT_FUSION,
                weights: tuple[float, float] | None = None, pool: int = POOL,
-               qvec=None) -> list[Hit]:
+               qvec=None, terms: Counter | None = None) -> list[Hit]:
+        """The top ``k`` hits for ``query``; ``qvec`` and ``terms`` (BM25 terms with their
+        weights) stand in for the query's own vector and terms when given: a follow-up
+        question searches with its conversation's (ask/followup.py)."""
         if mode not in MODES:
             raise InputError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
         if k <= 0:
@@ -172,14 +176,14 @@ class Searcher:
         flt = Filter(path_glob, tuple(tags or ()), since, before, linked_to)
         n = max(pool, k)
         if mode == "bm25":
-            ids, scores = self.bm25(query, n, flt)
+            ids, scores = self.bm25(query, n, flt, terms)
             explain = [{"bm25_rank": i + 1, "bm25_score": float(s)} for i, s in enumerate(scores)]
         elif mode == "vector":
             ids, scores = self.vector(query, n, flt, qvec)
             explain = [{"vector_rank": i + 1, "vector_score": float(s)}
                        for i, s in enumerate(scores)]
         else:
-            ids_a, sc_a = self.bm25(query, n, flt)
+            ids_a, sc_a = self.bm25(query, n, flt, terms)
             if weights[1] > 0:
                 ids_b, sc_b = self.vector(query, n, flt, qvec)
             else:  # the leg would count for nothing: skip the embedding too

@@ -185,16 +185,19 @@ class Api:
         if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= 50:
             raise InputError("k must be a whole number from 1 to 50")
         index = _index_field(body)
+        thread = _thread_fields(body)
         return await self.service.asks.run(self._ask, question, k, bool(body.get("cli")),
-                                           index)
+                                           index, thread)
 
-    def _ask(self, question: str, k: int, cli: bool, index: dict | None) -> dict:
+    def _ask(self, question: str, k: int, cli: bool, index: dict | None,
+             thread: tuple = (None, False)) -> dict:
         """What `ask --json` prints, with ``partial_index``; for the CLI (``cli``) also
         its text output and its partial-index note (``partial``). In an ask's thread: the
-        lock is taken for the checks and by the ask itself, never around the model."""
+        lock is taken for the checks and by the ask itself, never around the model.
+        ``thread``: the conversation to continue, and whether to continue the latest."""
         with self.service.index_lock:
             self._check(index)
-        answer = self.service.answer(question, k)
+        answer = self.service.answer(question, k, *thread)
         with self.service.index_lock:
             self._check(index)
             reply = self.service.noted(answer.to_dict())
@@ -316,6 +319,16 @@ def _index_field(body: dict) -> dict | None:
 
 SEARCH_FIELDS = {"query": str, "k": int, "mode": str, "path": str, "tag": str, "since": str,
                  "before": str, "linked_to": str}
+
+
+def _thread_fields(body: dict) -> tuple[str | None, bool]:
+    """``conversation`` (an id to continue) and ``follow_up`` (continue the latest)."""
+    cid, follow_up = body.get("conversation"), body.get("follow_up", False)
+    if cid is not None and (not isinstance(cid, str) or not cid.strip()):
+        raise InputError("conversation must be the id of a conversation, a string")
+    if not isinstance(follow_up, bool):
+        raise InputError("follow_up must be true or false")
+    return cid, follow_up
 
 
 def _search_args(body: dict) -> tuple:

@@ -75,13 +75,14 @@ def call(service: Service, fn, *args):
         raise ToolError(str(exc)) from None
 
 
-async def asked(service: Service, question: str) -> dict[str, Any]:
+async def asked(service: Service, question: str, conversation: str | None = None
+                ) -> dict[str, Any]:
     """The ask tool's record, from an ask's thread (service.py: never under the lock while
     the model thinks); brainbot's errors, a full queue included, become tool errors."""
     from mcp.server.mcpserver.exceptions import ToolError
 
     try:
-        return await service.asks.run(service.ask, question)
+        return await service.asks.run(service.ask, question, conversation)
     except BrainbotError as exc:
         raise ToolError(str(exc)) from None
 
@@ -207,13 +208,17 @@ def build(service: Service):
         index)."""
         return call(service, service.status)
 
-    async def ask(question: Annotated[str, Field(description="the question, in full")]
-                  ) -> dict[str, Any]:
+    async def ask(question: Annotated[str, Field(description="the question, in full")],
+                  conversation: Annotated[str | None, Field(
+                      description="continue this conversation: the `conversation` of an "
+                                  "earlier answer; a follow-up may then say 'it' or 'and in "
+                                  "the fridge?'")] = None) -> dict[str, Any]:
         """Answer a question from the notes with verified citations (Claude when an API
         key is set, else an extractive answer quoting the notes, labelled as such). When
         the notes do not hold the answer it says so and lists the nearest passages.
+        Every answer names its `conversation`: pass it back to ask a follow-up.
         `partial_index` says when the index is partly embedded (results may improve)."""
-        return await asked(service, question)
+        return await asked(service, question, conversation)
 
     tool(ask, open_world=may_have_credentials())
 

@@ -202,20 +202,28 @@ class Service:
             info["watch"] = {"running": thread.is_alive(), **watcher.state()}
         return self.noted(info)
 
-    def ask(self, question) -> dict[str, Any]:
+    def ask(self, question, conversation: str | None = None) -> dict[str, Any]:
         """The MCP ask's record. Called without the lock (in an ask's thread)."""
-        answer = self.answer(question)
+        answer = self.answer(question, conversation=conversation)
         with self.index_lock:
             return self.noted(answer.to_dict())
 
-    def answer(self, question, k: int = 8):
+    def answer(self, question, k: int = 8, conversation: str | None = None,
+               follow_up: bool = False):
         """The Answer itself (serve renders the CLI's text from it); ``k`` chunks per
-        search, as `ask -k`. Called without the lock: the ask takes it for each piece of
-        index work and lets it go while the model thinks."""
-        from brainbot.ask.agent import ask
+        search, as `ask -k`; the next turn of ``conversation`` (of the latest with
+        ``follow_up``, else of a new one), saved beside the index (ask/conversation.py:
+        its own file or tables, so not under the index lock). Called without the lock:
+        the ask takes it for each piece of index work and lets it go while the model
+        thinks."""
+        from brainbot.ask.conversation import converse
 
         NotUTF8Error.check(question, "the question")
-        return ask(question, db=self.db, k=k, searcher=self.searcher, lock=self.index_lock)
+        if conversation is not None:
+            NotUTF8Error.check(conversation, "the conversation")
+        return converse(question, db=self.db, conversation=conversation,
+                        follow_up=follow_up, k=k, searcher=self.searcher,
+                        lock=self.index_lock)
 
     def partial_index(self, what: str = "vector and hybrid results") -> str | None:
         """One line while chunks lack a vector: how many are embedded, what fills in the

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .conversations import Conversations
 from .identity import IndexIdentity
 from .interface import Store
 
@@ -54,3 +55,16 @@ def open_store(target: str | os.PathLike, *, write: bool = False,
     from brainbot.store.sqlite.store import SQLiteStore
 
     return SQLiteStore.open(target, write=write, identity=identity, rebuild=rebuild)
+
+
+def open_conversations(target: str | os.PathLike) -> Conversations:
+    """The conversations of the index at ``target``: a file beside a SQLite index, tables
+    in a Postgres index's schema (``store/conversations.py`` says why). Nothing is opened
+    or created until they are read or a turn is saved."""
+    if is_url(target):
+        from brainbot.store.pg.conversations import PgConversations
+
+        return PgConversations(str(target))
+    from brainbot.store.sqlite.conversations import SidecarConversations
+
+    return SidecarConversations(target)

@@ -33,6 +33,7 @@ from brainbot.errors import (
     StoreBusyError,
     StoreError,
 )
+from brainbot.store.conversations import TABLES as CONVERSATION_TABLES
 from brainbot.store.identity import stamp
 
 # pgvector's default m = 16; ef_construction 128 instead of its 64. Measured recall@100
@@ -318,7 +319,7 @@ def current_schema(conn) -> str:
     return first
 
 
-def _tables(conn, schema: str) -> set[str]:
+def tables_of(conn, schema: str) -> set[str]:
     return {r[0] for r in conn.execute(
         "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
         (schema,))}
@@ -342,7 +343,7 @@ def whereabouts(url: str) -> tuple[tuple | None, tuple | None]:
         place = ("postgres",) + tuple(conn.execute(
             "SELECT pg_postmaster_start_time()::text, current_setting('port'), "
             "current_database()").fetchone()) + (schema,)
-        if "meta" not in _tables(conn, schema):
+        if "meta" not in tables_of(conn, schema):
             return place, None
         return place, stamp(read_meta(conn))
     except Exception:  # noqa: BLE001 - unreadable here: opening it will report it
@@ -359,7 +360,8 @@ def schema_version(conn) -> int:
 def check_ours(conn, schema: str, target: str) -> bool:
     """Whether the schema holds a brainbot index (False: it is empty). Another
     application's tables are refused before anything reads or writes them."""
-    names = _tables(conn, schema)
+    # the conversations are kept beside the index, and through its rebuilds
+    names = tables_of(conn, schema) - set(CONVERSATION_TABLES)
     if not names:
         return False
     if "meta" not in names or "chunks" not in names:

@@ -1,0 +1,150 @@
+"""`brainbot chat`: one question after another, each a follow-up of the ones before.
+
+A loop over ``ask/conversation.Thread``: every line is the conversation's next turn,
+searched in the light of the earlier ones and saved like any ``brainbot ask`` (so ``ask
+--follow-up`` continues it). The line is read with readline (editing, and this session's
+history with the arrow keys). Claude's answers stream as they come when the output is a
+terminal; offline answers print whole. Lines starting with "/" are commands (COMMANDS);
+Ctrl-D or Ctrl-C, at the prompt or while an answer comes, end the chat without a trace:
+a question not yet answered is not saved.
+
+Also how a saved turn prints (``brainbot conversations show``). This module reads and
+prints; answering is ``ask/``'s.
+"""
+
+from __future__ import annotations
+
+import sys
+
+COMMANDS = {
+    "/new": "start a new conversation",
+    "/sources": "show the sources the last answer cited, in full",
+    "/help": "list these commands",
+    "/quit": "end the chat (so do Ctrl-D and Ctrl-C)",
+}
+PROMPT = "> "
+
+
+def chat(db, *, k: int = 8, model: str | None = None, conversation: str | None = None,
+         follow_up: bool = False, stdin=None, stdout=None) -> int:
+    """Run the loop until /quit, Ctrl-D or Ctrl-C; the exit code."""
+    from brainbot.ask.conversation import Thread
+    from brainbot.search.searcher import Searcher
+
+    stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
+    thread = Thread.open(db, conversation, follow_up)
+    _readline(stdin)
+    with Searcher(db) as searcher:
+        _say(stdout, "brainbot chat: ask about your notes; each question follows up on the "
+                     "ones before. /help lists the commands.")
+        if thread.turns:
+            _say(stdout, f"continuing conversation {thread.id} ({len(thread.turns)} turns)")
+        session = _Session(thread, searcher, stdout, dict(db=db, k=k, model=model))
+        try:
+            session.loop(stdin)
+        except KeyboardInterrupt:
+            _say(stdout, "\n(interrupted; an unanswered question is not saved)")
+    return 0
+
+
+class _Session:
+    def __init__(self, thread, searcher, out, ask_kw: dict) -> None:
+        self.thread, self.searcher, self.out, self.ask_kw = thread, searcher, out, ask_kw
+        self.last = None  # the last Answer
+
+    def loop(self, stdin) -> None:
+        while True:
+            line = _read(stdin, self.out)
+            if line is None or line.strip().lower() in ("/quit", "/exit"):
+                return
+            if line.strip().startswith("/"):
+                self.command(line.strip().split()[0].lower())
+            elif line.strip():
+                self.ask(line.strip())
+
+    def command(self, name: str) -> None:
+        if name == "/new":
+            self.thread.restart()
+            self.last = None
+            _say(self.out, f"new conversation {self.thread.id}")
+        elif name == "/sources":
+            _say(self.out, sources(self.last) if self.last else "no answer yet")
+        elif name == "/help":
+            _say(self.out, "\n".join(f"{c:<9} {what}" for c, what in COMMANDS.items()))
+        else:
+            _say(self.out, f"unknown command {name}; /help lists the commands")
+
+    def ask(self, question: str) -> None:
+        from brainbot.ask.terminal import format_answer
+        from brainbot.errors import BrainbotError
+
+        try:
+            answer = self.thread.ask(question, searcher=self.searcher, out=self.out,
+                                     stream=_is_tty(self.out), **self.ask_kw)
+        except BrainbotError as exc:  # an API error: say it, the chat goes on
+            _say(self.out, f"error: {exc}")
+            return
+        self.last = answer
+        _say(self.out, format_answer(answer))
+        if answer.conversation_note:
+            _say(self.out, f"note: {answer.conversation_note}")
+
+
+def sources(answer) -> str:
+    """The last answer's citations with the whole text each quotes."""
+    from brainbot.render import printable
+
+    if not answer.citations:
+        return "the last answer cited nothing"
+    lines = [f"searched: {answer.searched}"] if answer.searched != answer.question else []
+    for c in answer.citations:
+        head = f" ({' > '.join(c.heading_path)})" if c.heading_path else ""
+        lines += [f"[{c.n}] {c.location}{head}"] + [f"    {x}" for x in c.cited_text.split("\n")]
+    return printable("\n".join(lines), keep_newlines=True)
+
+
+def turn_lines(turn) -> str:
+    """A saved turn as `brainbot conversations show` prints it."""
+    lines = [f"[{turn.n}] {turn.asked_at[:19].replace('T', ' ')}  {turn.question}",
+             f"    {turn.answer}"]
+    for c in turn.citations:
+        lines.append(f"    [{c.get('n')}] {c.get('path')}:{c.get('start_line')}-"
+                     f"{c.get('end_line')}")
+    return "\n".join(lines)
+
+
+def _read(stdin, out) -> str | None:
+    """One line, or None at the end of input (Ctrl-D)."""
+    if stdin is sys.stdin and out is sys.stdout:
+        try:
+            return input(PROMPT)  # readline's editing when stdin is a terminal
+        except EOFError:
+            out.write("\n")
+            return None
+    out.write(PROMPT)
+    out.flush()
+    line = stdin.readline()
+    return line if line else None
+
+
+def _readline(stdin) -> None:
+    """Line editing and history for input(), where the platform has readline."""
+    if stdin is sys.stdin and stdin.isatty():
+        try:
+            import readline  # noqa: F401 - importing it is what turns editing on
+        except ImportError:  # Windows without pyreadline: plain input still works
+            pass
+
+
+def _say(out, text: str) -> None:
+    from brainbot.render import printable
+
+    out.write(printable(text, keep_newlines=True) + "\n")
+    out.flush()
+
+
+def _is_tty(out) -> bool:
+    try:
+        return out.isatty()
+    except (AttributeError, ValueError):
+        return False

@@ -1,0 +1,104 @@
+"""A conversation's earlier turns as Messages API turns, within a token budget.
+
+Each earlier turn goes back to the model as a user turn (the passages its answer cited,
+as ``search_result`` blocks with citations enabled, then its question) and an assistant
+turn (its answer). Only what was cited goes back, not every passage that was sent: the
+cited lines, read from the index again, so a follow-up may cite them and the citation is
+verified against the file like any other. A passage whose note left the index, or whose
+lines no longer hold what was cited, is left out; the answer's own text still says it.
+
+The oldest turns give way first: newest first, each turn goes back whole while it fits
+HISTORY_TOKENS, then without its passages, and once even that does not fit, neither it nor
+anything older goes back (one line says how many turns were left out).
+
+This module builds messages; it does not call the API or decide what is a follow-up.
+"""
+
+from __future__ import annotations
+
+from brainbot.errors import BrainbotError
+from brainbot.index import reading as spans
+from brainbot.store.conversations import Turn
+
+from .answers import REFUSAL, Passage
+from .citations import squash_spaces
+
+# The earlier turns' share of a request, in tokens. A first request is ~3k tokens (eight
+# ~300-token chunks, the system prompt and tools), and each step of the loop sends the
+# whole conversation again; with 4k of history a three-step follow-up costs about
+# 7k + 9k + 11k = 27k of agent.TOKEN_BUDGET's 40k. A turn of a few cited sentences is
+# ~300-600 tokens, so the last six to ten turns go back whole.
+HISTORY_TOKENS = 4_000
+CHARS_PER_TOKEN = 4  # English prose averages about four characters a token
+
+
+def tokens(text: str) -> int:
+    return len(text) // CHARS_PER_TOKEN + 1
+
+
+def messages(earlier: list[Turn], conversation, budget: int = HISTORY_TOKENS) -> list[dict]:
+    """The Messages API turns for ``earlier`` (oldest first); their passages are registered
+    with ``conversation`` in the order the API will count them."""
+    fitted = fit(earlier, conversation.searcher.store, budget)
+    out: list[dict] = []
+    for turn, passages in fitted:
+        blocks = conversation.send(passages)
+        content = [*blocks, {"type": "text", "text": f"Question: {turn.question}"}]
+        out += [{"role": "user", "content": content},
+                {"role": "assistant",
+                 "content": [{"type": "text", "text": turn.answer.strip() or REFUSAL}]}]
+    left_out = len(earlier) - len(fitted)
+    if out and left_out:
+        note = f"({left_out} earlier turns of this conversation are left out.)"
+        out[0]["content"].insert(0, {"type": "text", "text": note})
+    return out
+
+
+def fit(earlier: list[Turn], store, budget: int) -> list[tuple[Turn, list[Passage]]]:
+    """The turns that go back, oldest first, each with the passages that go with it."""
+    kept: list[tuple[Turn, list[Passage]]] = []
+    left = budget
+    for turn in reversed(earlier):
+        bare = tokens(turn.question) + tokens(turn.answer)
+        passages = cited_passages(turn, store)
+        whole = bare + sum(tokens(p.text) for p in passages)
+        if whole <= left:
+            kept.insert(0, (turn, passages))
+            left -= whole
+        elif bare <= left:
+            kept.insert(0, (turn, []))
+            left -= bare
+        else:
+            break
+    return kept
+
+
+def cited_passages(turn: Turn, store) -> list[Passage]:
+    """What the turn's answer cited, as Passages of the index's lines (one per citation)."""
+    out = []
+    for c in turn.citations:
+        p = _passage(store, c)
+        if p is not None:
+            out.append(p)
+    return out
+
+
+def _passage(store, cite: dict) -> Passage | None:
+    path, root = cite.get("path"), cite.get("root")
+    try:
+        doc = spans.document(store, f"{root}::{path}" if root else path)
+        lines = spans.stored_lines(store, doc)
+    except BrainbotError:
+        return None
+    start, end = int(cite.get("start_line") or 1), int(cite.get("end_line") or 0)
+    if not 1 <= start <= end <= len(lines):
+        return None
+    start_char = sum(len(line) + 1 for line in lines[:start - 1])
+    text = "\n".join(lines[start - 1:end])
+    quoted = cite.get("cited_text") or ""
+    first = quoted.split(" … ")[0]  # an offline citation may join several quotes
+    if not text.strip() or squash_spaces(first) not in squash_spaces(text):
+        return None  # the lines no longer hold what was cited
+    heading = store.heading_at(doc.id, start)
+    return Passage(doc.path, doc.root, start, end, heading, text, start_char,
+                   start_char + len(text), doc.sha256)

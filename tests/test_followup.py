@@ -1,0 +1,248 @@
+"""A follow-up question answered in the light of its conversation: offline, its search
+carries the earlier questions (ask/followup.py); with Claude, the earlier turns go back to
+the model compacted to what they cited, within a budget (ask/history.py), and a
+follow-up's citations are verified like any other. The local Messages server plays the
+model. Also `brainbot eval --conversations`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fake_anthropic import (
+    FakeAnthropic,
+    cite_text,
+    earlier_turns,
+    message,
+    no_credentials,
+    questions,
+    search_results,
+    text,
+)
+
+from brainbot.ask import followup, history
+from brainbot.ask.agent import ask
+from brainbot.ask.conversation import turn_of
+from brainbot.ask.tools import Conversation
+from brainbot.store.conversations import Turn
+
+STARTER = "How do I make the tare for my shoyu ramen?"
+FOLLOW = "how long does it keep?"
+
+
+@pytest.fixture(scope="module")
+def searcher(examples_db, shared_embedder):
+    from brainbot.search.searcher import Searcher
+
+    s = Searcher(examples_db, embedder=shared_embedder)
+    yield s
+    s.close()
+
+
+@pytest.fixture(autouse=True)
+def no_key(monkeypatch, tmp_path):
+    no_credentials(monkeypatch, tmp_path)  # offline unless a test passes the fake's client
+
+
+@pytest.fixture
+def fake():
+    with FakeAnthropic() as server:
+        yield server
+
+
+def offline(question, searcher, earlier=()):
+    return ask(question, db=searcher.target, searcher=searcher, history=list(earlier))
+
+
+# -- offline ------------------------------------------------------------------------------
+def test_a_follow_up_is_searched_with_its_conversation(searcher):
+    alone = offline(FOLLOW, searcher)
+    assert alone.searched == FOLLOW and "3 months" not in alone.answer
+    first = offline(STARTER, searcher)
+    within = offline(FOLLOW, searcher, [turn_of(first)])
+    assert within.outcome == "answer" and "3 months" in within.answer
+    (c,) = within.citations
+    assert c.path == "cooking/ramen.md" and c.verified and "Keeps 3 months" in c.cited_text
+    assert within.searched == f"{STARTER} / {FOLLOW}"
+
+
+def test_a_new_topic_inside_a_conversation_is_searched_as_itself(searcher):
+    first = offline(STARTER, searcher)
+    second = offline(FOLLOW, searcher, [turn_of(first)])
+    shift = offline("What tire pressure should the Subaru run at?", searcher,
+                    [turn_of(first), turn_of(second)])
+    assert shift.outcome == "answer" and "35 psi" in shift.answer
+    assert {c.path for c in shift.citations} == {"home/car maintenance.md"}
+
+
+def test_the_search_weighs_the_earlier_questions_below_the_question(searcher):
+    earlier = [Turn(STARTER, "", "answer", "extractive")]
+    plan = followup.plan(FOLLOW, earlier, searcher)
+    assert plan.follow_up and plan.terms["keep"] == 1.0
+    assert plan.terms["tare"] == followup.DEFAULT.terms == 0.5
+    assert plan.terms["how"] == 1.0  # an earlier question's question words add nothing
+    alone = followup.plan(FOLLOW, [], searcher)
+    assert alone.terms is None and alone.text == FOLLOW and not alone.follow_up
+    assert abs(float((plan.qvec ** 2).sum()) - 1.0) < 1e-5
+
+
+@pytest.mark.parametrize("question, back", [
+    ("and in the fridge?", True), ("how long does it keep?", True),
+    ("what about the eggs?", True), ("Rust?", True),
+    ("What tire pressure should the Subaru run at?", False),
+    ("When is the search service cutover scheduled?", False)])
+def test_what_refers_back(question, back):
+    assert followup.refers_back(question) is back
+
+
+def test_the_gates_keep_a_new_question_apart(searcher):
+    earlier = [Turn(STARTER, "", "answer", "extractive")]
+    new = "What tire pressure should the Subaru run at?"
+    for gate in ("cue", "evidence"):
+        method = followup.Method(gate=gate, evidence=0.3)
+        assert followup.plan(new, earlier, searcher, method).text == new
+        assert followup.plan(FOLLOW, earlier, searcher, method).follow_up
+    cut = [Turn(STARTER, "", "answer", "extractive"), Turn(new, "", "answer", "extractive")]
+    plan = followup.plan(FOLLOW, cut, searcher, followup.Method(gate="cue"))
+    assert plan.text == f"{new} / {FOLLOW}"  # the context restarts at the new question
+
+
+def test_the_prior_boosts_the_notes_the_last_answer_cited(searcher):
+    method = followup.Method(terms=0, vector=0, prior=0.05)
+    alone = followup.search(followup.plan(FOLLOW, [], searcher), searcher, followup.PRIOR_POOL)
+    top = {h.path for h in alone[:5]}
+    lower = next(h.path for h in alone[10:] if h.path not in top)  # in the pool, not on top
+    cited = Turn("q", "a", "answer", "extractive", [{"path": lower, "root": None}])
+    hits = followup.search(followup.plan(FOLLOW, [cited], searcher, method), searcher, 5)
+    assert hits[0].path == lower and top - {h.path for h in hits}
+
+
+# -- with Claude -----------------------------------------------------------------------------
+def _cites(body, prefix: str, needle: str):
+    """A citation of ``needle`` in the first search result from ``prefix`` holding it."""
+    i = next(i for i, b in enumerate(search_results(body)) if b["source"].startswith(prefix)
+             and needle.lower() in "".join(c["text"] for c in b["content"]).lower())
+    return cite_text(body, i, needle)
+
+
+def test_earlier_turns_go_back_compacted_to_what_they_cited(fake, searcher):
+    def first(body):
+        return message(text("Keep the tare 3 months in the fridge.",
+                            [_cites(body, "cooking/ramen.md", "Keeps 3 months")]))
+
+    fake.push(first)
+    one = ask(STARTER, db=searcher.target, searcher=searcher, client=fake.client())
+    assert one.outcome == "answer"
+    seen = {}
+
+    def follow(body):  # the model cites the earlier turn's passage again
+        seen["body"] = body
+        return message(text("It keeps for 3 months.", [cite_text(body, 0, "3 months")]))
+
+    fake.push(follow)
+    two = ask(FOLLOW, db=searcher.target, searcher=searcher, client=fake.client(),
+              history=[turn_of(one)])
+    body = seen["body"]
+    ((asked, answered, sources),) = earlier_turns(body)
+    assert asked == STARTER and answered == one.answer
+    c = one.citations[0]
+    assert sources == [f"cooking/ramen.md:{c.start_line}-{c.end_line}"]  # what was cited
+    assert questions(body) == [STARTER, FOLLOW]
+    assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
+    assert two.outcome == "answer" and two.citations[0].verified
+    assert two.citations[0].path == "cooking/ramen.md"
+    assert two.answer == "It keeps for 3 months. [1]"
+    # the first search of the follow-up was already about the tare
+    current = body["messages"][-1]["content"]
+    assert any(b.get("source", "").startswith("cooking/ramen.md") for b in current)
+
+
+def test_a_citation_of_an_earlier_passage_that_no_longer_matches_is_dropped(fake, searcher):
+    stale = Turn(STARTER, "The tare keeps forever. [1]", "answer", "claude",
+                 [{"n": 1, "path": "cooking/ramen.md", "start_line": 14, "end_line": 14,
+                   "cited_text": "Keeps forever in the fridge."}])
+    seen = {}
+
+    def reply(body):
+        seen["body"] = body
+        return message(text("3 months.", [_cites(body, "cooking/ramen.md", "3 months")]))
+
+    fake.push(reply)
+    answer = ask(FOLLOW, db=searcher.target, searcher=searcher, client=fake.client(),
+                 history=[stale])
+    ((_, _, sources),) = earlier_turns(seen["body"])
+    assert sources == []  # its lines no longer hold what it cited: the passage stays out
+    assert answer.citations[0].verified
+
+
+def test_a_long_thread_keeps_within_the_budget_dropping_the_oldest_first(searcher):
+    cite = {"n": 1, "path": "cooking/ramen.md", "start_line": 14, "end_line": 14,
+            "cited_text": "Keeps 3 months in the fridge."}
+    turns = [Turn(f"question {i}", "word " * 300, "answer", "claude", [cite])
+             for i in range(12)]
+    conversation = Conversation(searcher, 8, FOLLOW)
+    sent = history.messages(turns, conversation, budget=2_000)
+    asked = [b["text"] for m in sent for b in m["content"]
+             if b.get("text", "").startswith("Question: ")]
+    assert asked and asked[-1] == "Question: question 11"  # the newest is kept
+    assert asked == [f"Question: question {i}" for i in range(12 - len(asked), 12)]
+    assert 1 <= len(asked) < 12
+    assert sent[0]["content"][0]["text"].startswith(f"({12 - len(asked)} earlier turns")
+    size = sum(history.tokens(json.dumps(m)) for m in sent)
+    assert size <= 2_000 * 1.3  # the estimate counts text; the JSON adds a little
+    assert len(history.fit(turns, searcher.store, history.HISTORY_TOKENS)) > len(asked)
+    # a turn too long to go back with its passages goes back without them
+    fitted = history.fit(turns[-1:], searcher.store, history.tokens("word " * 300) + 20)
+    assert fitted == [(turns[-1], [])]
+
+
+def test_show_context_holds_the_earlier_turns(searcher):
+    first = offline(STARTER, searcher)
+    context = ask(FOLLOW, db=searcher.target, searcher=searcher, history=[turn_of(first)],
+                  show_context=True)
+    assert questions(context) == [STARTER, FOLLOW]
+    assert earlier_turns(context)[0][1] == first.answer
+
+
+def test_claude_text_reaches_the_callback_as_it_streams(fake, searcher):
+    def reply(body):
+        return message(text("Twice a day on the counter.",
+                            [_cites(body, "cooking/sourdough.md", "feed twice a day")]))
+
+    fake.push(reply)
+    pieces = []
+    answer = ask("How often do I feed the sourdough starter?", db=searcher.target,
+                 searcher=searcher, client=fake.client(), on_text=pieces.append)
+    assert answer.streamed and len(pieces) >= 2  # the fake sends the text in two deltas
+    assert "".join(pieces) == "Twice a day on the counter."
+    assert fake.bodies[0]["stream"] is True
+
+
+# -- the eval ---------------------------------------------------------------------------------
+def test_eval_conversations_measures_follow_ups_alone_and_within(examples_db, tmp_path):
+    from brainbot.cli import main
+
+    path = tmp_path / "set.jsonl"
+    path.write_text(json.dumps({"id": "tare", "turns": [
+        {"question": STARTER, "expected": ["cooking/ramen.md"]},
+        {"question": FOLLOW, "expected": ["cooking/ramen.md"], "kind": "pronoun"}]}) + "\n"
+        + json.dumps({"id": "car", "turns": [
+            {"question": "What tire pressure should the Subaru run at?",
+             "expected": ["home/car maintenance.md#Quick reference"]},
+            {"question": "when did I last replace them?",
+             "expected": ["home/car maintenance.md"], "kind": "pronoun"}]}) + "\n",
+        encoding="utf-8")
+    from brainbot.evaluate import run_conversations
+
+    result = run_conversations(path, db=examples_db, k=5)
+    assert result["conversations"] == 2 and result["mode"] == "extractive"
+    assert result["follow_ups"]["within"] == {"n": 2, "found": 1.0, "hit@5": 1.0}
+    assert result["follow_ups"]["alone"]["found"] < 1.0
+    assert result["first"]["alone"]["n"] == 2 and result["first"]["inside_unrelated"]["n"] == 1
+    assert result["first"]["inside_unrelated"]["found"] == 1.0
+    rows = {(r["id"], r["n"]): r for r in result["rows"]}
+    assert rows["tare", 2]["within"]["cited"] == ["cooking/ramen.md"]
+    assert "inside_unrelated" in rows["car", 1] and "inside_unrelated" not in rows["tare", 1]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "x", "turns": [{"question": "q", "expected": ["a.md"]}]}\n')
+    assert main(["eval", "--conversations", str(bad), "--db", str(examples_db)]) == 2
