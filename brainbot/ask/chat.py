@@ -15,6 +15,7 @@ prints; answering is ``ask/``'s.
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
 
 COMMANDS = {
     "/new": "start a new conversation",
@@ -34,7 +35,10 @@ def chat(db, *, k: int = 8, model: str | None = None, conversation: str | None =
     stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
     thread = Thread.open(db, conversation, follow_up)
     _readline(stdin)
-    with Searcher(db) as searcher:
+    with _main_thread_takes_ctrl_c():
+        searcher = Searcher(db)
+        _warm(searcher)
+    with searcher:
         _say(stdout, "brainbot chat: ask about your notes; each question follows up on the "
                      "ones before. /help lists the commands.")
         if thread.turns:
@@ -43,14 +47,26 @@ def chat(db, *, k: int = 8, model: str | None = None, conversation: str | None =
         try:
             session.loop(stdin)
         except KeyboardInterrupt:
-            _say(stdout, "\n(interrupted; an unanswered question is not saved)")
+            _say(stdout, "\n(interrupted: that question is not answered, nor saved)"
+                 if session.asking else "")
     return 0
+
+
+def _warm(searcher) -> None:
+    """One search, which starts numpy's, the kernel's and onnxruntime's threads."""
+    from brainbot.errors import BrainbotError
+
+    try:
+        searcher.search("warm up", 1)
+    except BrainbotError:  # an empty index, say: the first question will say so
+        pass
 
 
 class _Session:
     def __init__(self, thread, searcher, out, ask_kw: dict) -> None:
         self.thread, self.searcher, self.out, self.ask_kw = thread, searcher, out, ask_kw
         self.last = None  # the last Answer
+        self.asking = False  # an answer is on its way
 
     def loop(self, stdin) -> None:
         while True:
@@ -78,12 +94,15 @@ class _Session:
         from brainbot.ask.terminal import format_answer
         from brainbot.errors import BrainbotError
 
+        self.asking = True
         try:
             answer = self.thread.ask(question, searcher=self.searcher, out=self.out,
                                      stream=_is_tty(self.out), **self.ask_kw)
         except BrainbotError as exc:  # an API error: say it, the chat goes on
+            self.asking = False
             _say(self.out, f"error: {exc}")
             return
+        self.asking = False  # (Ctrl-C while asking leaves it set: chat() says so)
         self.last = answer
         _say(self.out, format_answer(answer))
         if answer.conversation_note:
@@ -111,6 +130,23 @@ def turn_lines(turn) -> str:
         lines.append(f"    [{c.get('n')}] {c.get('path')}:{c.get('start_line')}-"
                      f"{c.get('end_line')}")
     return "\n".join(lines)
+
+
+@contextmanager
+def _main_thread_takes_ctrl_c():
+    """Start the helper threads (numpy's BLAS, onnxruntime's pool) with SIGINT blocked, so
+    that Ctrl-C reaches the main thread: a SIGINT delivered to a helper thread leaves the
+    main thread asleep in readline, and the chat would not notice it."""
+    import signal
+
+    if not hasattr(signal, "pthread_sigmask"):  # Windows: Ctrl-C reaches the main thread
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _read(stdin, out) -> str | None:
