@@ -432,3 +432,28 @@ def test_get_reads_a_stale_hit_as_the_search_tool_advises(tmp_path, vault, share
     assert not got.is_error, got.content[0].text
     assert got.structured_content["stale"] is True
     assert "The alpha launch moved to April." in got.structured_content["text"]
+
+
+def test_ask_takes_a_conversation_and_returns_it(served, tmp_path):
+    """A follow-up through the `ask` tool: the answer names its conversation; passing it
+    back continues it (the follow-up is answered about the starter), an unknown one is a
+    tool error; `status` counts the conversations."""
+    db = copy_tree(served[0].parent, tmp_path / "idx") / served[0].name
+
+    async def body(s):
+        first = (await s.call_tool("ask", {"question": "How do I make the tare for my "
+                                           "shoyu ramen?"})).structured_content
+        follow = (await s.call_tool("ask", {"question": "how long does it keep?",
+                                            "conversation": first["conversation"]})
+                  ).structured_content
+        unknown = await s.call_tool("ask", {"question": "and the eggs?",
+                                            "conversation": "nope"})
+        status = (await s.call_tool("status", {})).structured_content
+        return first, follow, unknown, status
+
+    first, follow, unknown, status = session(db, body)
+    assert isinstance(first["conversation"], str) and first["turn"] == 1
+    assert follow["conversation"] == first["conversation"] and follow["turn"] == 2
+    assert "3 months" in follow["answer"]
+    assert unknown.is_error and "no conversation 'nope'" in unknown.content[0].text
+    assert status["conversations"] == 1

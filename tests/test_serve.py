@@ -322,7 +322,7 @@ def test_cli_query_uses_the_running_daemon_with_the_same_output(daemon, tmp_path
         via = cli("query", "proofing dough", "-k", "4", "--db", db, *fmt)
         here = cli("query", "proofing dough", "-k", "4", "--db", str(alone), *fmt)
         assert via.returncode == here.returncode == 0, via.stderr + here.stderr
-        assert via.stdout == here.stdout and via.stdout.strip()
+        assert new_ids(via.stdout) == new_ids(here.stdout) and via.stdout.strip()
         assert via.stderr.splitlines()[-1] == "False False"  # no numpy, no onnxruntime
         assert here.stderr.splitlines()[-1] == "True True"
     # what the daemon's API does not take is searched here
@@ -473,6 +473,13 @@ def test_mcp_related_over_http_says_partial_index(partial_daemon, daemon):
 QUESTION = "How often do I feed the sourdough starter?"
 
 
+def new_ids(out: str) -> str:
+    """``out`` with each new conversation's id (a fresh random one per ask) as ID."""
+    import re
+
+    return re.sub(r'"conversation": "[0-9a-f]{12}"', '"conversation": "ID"', out)
+
+
 def test_cli_ask_uses_the_daemon_with_the_same_output(daemon, tmp_path):
     """Offline (extractive): `ask` and `ask --json` print the same through the daemon as
     in-process; a CLI that would reach Claude (a key set) does not use an offline daemon."""
@@ -486,7 +493,7 @@ def test_cli_ask_uses_the_daemon_with_the_same_output(daemon, tmp_path):
         via = cli("ask", QUESTION, "--db", db, *fmt, env=env)
         here = cli("ask", QUESTION, "--db", str(alone), *fmt, env=env)
         assert via.returncode == here.returncode == 0, via.stderr + here.stderr
-        assert via.stdout == here.stdout and via.stdout.strip()
+        assert new_ids(via.stdout) == new_ids(here.stdout) and via.stdout.strip()
         assert via.stderr.splitlines()[:-1] == here.stderr.splitlines()[:-1]
         assert via.stderr.splitlines()[-1] == "False False"  # no numpy, no onnxruntime
         assert here.stderr.splitlines()[-1] == "True True"
@@ -525,7 +532,7 @@ def test_cli_ask_through_the_daemon_reaches_the_same_claude(examples_db, tmp_pat
             via = cli("ask", QUESTION, "--db", str(db), "--json", env=env)
             here = cli("ask", QUESTION, "--db", str(alone), "--json", env=env)
             assert via.returncode == here.returncode == 0, via.stderr + here.stderr
-            assert via.stdout == here.stdout
+            assert new_ids(via.stdout) == new_ids(here.stdout)
             assert via.stderr.splitlines()[-1] == "False False"
             answer = json.loads(via.stdout)
             assert answer["mode"] == "claude" and answer["citations"][0]["verified"]
@@ -535,3 +542,38 @@ def test_cli_ask_through_the_daemon_reaches_the_same_claude(examples_db, tmp_pat
             assert json.loads(offline.stdout)["mode"] == "extractive"
         finally:
             assert d.stop() in (0, -15)
+
+
+def test_api_ask_continues_a_conversation_across_a_daemon_restart(examples_db, tmp_path):
+    """POST /api/ask takes "conversation" (or "follow_up") and returns it; a restarted
+    daemon continues what the first one saved; the CLI's `ask --follow-up` goes through the
+    daemon and continues it too."""
+    db = copy_tree(examples_db.parent, tmp_path / "served") / examples_db.name
+    d = Daemon(db)
+    try:
+        status, first = d.json("POST", "/api/ask", {"question": "How do I make the tare "
+                                                     "for my shoyu ramen?"})
+        assert status == 200 and isinstance(first["conversation"], str) and first["turn"] == 1
+        cid = first["conversation"]
+        status, follow = d.json("POST", "/api/ask", {"question": "how long does it keep?",
+                                                      "conversation": cid})
+        assert status == 200 and follow["conversation"] == cid and follow["turn"] == 2
+        assert "3 months" in follow["answer"]
+        for body, needle in (({"question": "q", "conversation": 7}, "conversation must be"),
+                             ({"question": "q", "follow_up": "yes"}, "follow_up must be"),
+                             ({"question": "q", "conversation": "nope"}, "no conversation")):
+            status, err = d.json("POST", "/api/ask", body)
+            assert status == 400 and needle in err["error"] and "\n" not in err["error"]
+    finally:
+        assert d.stop() in (0, -15)
+    d = Daemon(db)
+    try:
+        status, again = d.json("POST", "/api/ask", {"question": "and the eggs, how long do "
+                                                     "they marinate?", "follow_up": True})
+        assert status == 200 and again["conversation"] == cid and again["turn"] == 3
+        r = cli("ask", "--follow-up", "what about the chashu?", "--db", str(db), "--json",
+                env=offline_env())
+        assert r.stderr.splitlines()[-1] == "False False", r.stderr  # through the daemon
+        assert json.loads(r.stdout)["turn"] == 4
+    finally:
+        assert d.stop() in (0, -15)

@@ -1,0 +1,98 @@
+"""Conversations of a Postgres index: two tables in the index's own schema, on the suite's
+real PostgreSQL. They survive `index --rebuild`, travel with `copy` either way, are counted
+by `status`, and a role that may only read gets its answers with "not saved"."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import EXAMPLES
+from reliability_kit import cli_env, run_cli
+
+from brainbot.index.copying import copy_index
+from brainbot.store.target import open_conversations
+
+STARTER = "How do I make the tare for my shoyu ramen?"
+FOLLOW = "how long does it keep?"
+
+
+def offline() -> dict:
+    return {k: v for k, v in cli_env().items() if not k.startswith("ANTHROPIC")}
+
+
+def ask(db, *args) -> dict:
+    r = run_cli("ask", *args, "--db", db, "--json", env=offline())
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+@pytest.fixture(scope="module")
+def pg(pg_url, examples_db):
+    copy_index(examples_db, pg_url)
+    return pg_url
+
+
+def tables(url: str) -> set[str]:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        return {r[0] for r in conn.execute(
+            "SELECT table_name FROM information_schema.tables "
+            "WHERE table_schema = current_schema()")}
+
+
+def test_a_conversation_lives_in_the_index_schema_and_survives_a_rebuild(pg, tmp_path):
+    assert "conversations" not in tables(pg)  # created by the first saved turn
+    assert json.loads(run_cli("status", "--db", pg, "--json").stdout)["conversations"] == 0
+    first = ask(pg, STARTER)
+    cid = first["conversation"]
+    follow = ask(pg, "--follow-up", FOLLOW)
+    assert follow["conversation"] == cid and follow["turn"] == 2 and "3 months" in follow["answer"]
+    assert {"conversations", "conversation_turns"} <= tables(pg)
+    assert json.loads(run_cli("status", "--db", pg, "--json").stdout)["conversations"] == 1
+    listed = json.loads(run_cli("conversations", "--db", pg, "--json").stdout)
+    assert [(c["id"], c["turns"]) for c in listed] == [(cid, 2)]
+    r = run_cli("index", EXAMPLES, "--db", pg, "--rebuild")
+    assert r.returncode == 0, r.stderr
+    assert [t.question for t in open_conversations(pg).turns(cid)] == [STARTER, FOLLOW]
+    assert ask(pg, "--conversation", cid, "and the eggs?")["turn"] == 3
+
+
+def test_copy_carries_conversations_between_sqlite_and_postgres(pg_server, examples_db,
+                                                                tmp_path):
+    from conftest import copy_tree
+
+    lite = copy_tree(examples_db.parent, tmp_path / "lite") / examples_db.name
+    cid = ask(lite, STARTER)["conversation"]
+    ask(lite, "--follow-up", FOLLOW)
+    url = pg_server.fresh_database("bb_conversations_copy")
+    r = run_cli("copy", "--from", lite, "--to", url, "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["conversations"] == 1, r.stderr
+    assert [t.n for t in open_conversations(url).turns(cid)] == [1, 2]
+    assert ask(url, "--conversation", cid, "and the eggs?")["turn"] == 3
+    back = tmp_path / "back.db"
+    assert run_cli("copy", "--from", url, "--to", back).returncode == 0
+    assert [t.n for t in open_conversations(back).turns(cid)] == [1, 2, 3]
+
+
+def test_a_role_that_may_only_read_answers_and_says_not_saved(pg_server, examples_db):
+    url = pg_server.fresh_database("bb_conversations_reader")
+    copy_index(examples_db, url)
+    cid = ask(url, STARTER)["conversation"]
+    dbname = url.split("/")[3].split("?")[0]
+    with pg_server.admin() as conn:
+        conn.execute("DROP ROLE IF EXISTS bb_talker")
+        conn.execute("CREATE ROLE bb_talker LOGIN")
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"GRANT CONNECT ON DATABASE {dbname} TO bb_talker")
+        conn.execute("GRANT USAGE ON SCHEMA public TO bb_talker")
+        conn.execute("GRANT SELECT ON ALL TABLES IN SCHEMA public TO bb_talker")
+    reader = url.replace("postgres:@", "bb_talker@", 1)
+    answer = ask(reader, "--conversation", cid, FOLLOW)
+    assert "3 months" in answer["answer"] and answer["turn"] is None
+    assert "not saved" in answer["conversation_note"]
+    assert json.loads(run_cli("status", "--db", reader, "--json").stdout)["conversations"] == 1
+    assert [t.n for t in open_conversations(url).turns(cid)] == [1]
