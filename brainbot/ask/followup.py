@@ -13,8 +13,9 @@ its earlier questions and the notes their answers cited shape the search:
 - or **concat**: one query text of the earlier questions and this one (a baseline).
 
 Which combination, and its numbers, was chosen by measuring on the conversation sets
-(``brainbot eval --conversations``; README, "Follow-up questions"): the constants below say
-what won and by how much, ``benchmarks/bench_followups.py`` measures the others.
+(``brainbot eval --conversations``; README, "Follow-up questions"): weighted terms and
+vectors won, with no prior and no gate; the comment above DEFAULT gives the figures of the
+others, which ``benchmarks/bench_followups.py --methods`` measures.
 
 A question that starts a new topic inside a conversation must not be searched as the old
 one. ``gate`` decides whether a question follows up at all: ``always``; ``cue`` (it refers
@@ -65,17 +66,18 @@ class Method:
 
 
 # Chosen on the tuning sets (examples/conversations.jsonl over examples/notes, 47
-# follow-ups; conversations-rust.jsonl over the rust book, 29), offline answers, "found" =
-# a gold note cited or among the nearest passages. Follow-ups alone: 81 % / 79 %.
-# Terms 0.5 and vector 0.25: 100 % / 97 % within, and no first question asked inside an
-# unrelated conversation lost its note (100 % / 100 %). Losers (within; first inside):
-# both 0.5: 100 / 97 %, but 94 / 85 % inside; both 0.75: 100 / 97 %, 71 / 77 % inside;
-# terms alone 0.5: 89 / 90 %; vector alone 0.5: 96 / 93 %; concatenating the last
-# question: 98 / 83 %; all of them: 96 / 79 %, and 59 / 38 % inside; the previous
-# answer's notes as a prior alone (+0.005 to +0.02 on fused scores): 76-87 / 86-90 %;
-# decay 0.5 a turn, or only the last one or two questions: 94-96 / 90-97 %. Gating by a
-# cue word or by evidence changed nothing at these weights (it rescued one first question
-# at 0.5 / 0.5). benchmarks/bench_followups.py re-runs the comparison.
+# follow-ups, and conversations-rust.jsonl over the rust book, 29), offline answers;
+# found = a gold note cited or among the nearest passages (benchmarks/bench_followups.py
+# --methods, eval_followups_methods.json; the two sets pooled). Alone: 61/76 found.
+# Terms 0.5 and vector 0.25: 75/76 within, and all 30 first questions asked inside an
+# unrelated conversation still found (30/30). Losers, within / first inside: both 0.5
+# 75/76 / 27/30; both 0.75 75/76 / 22/30; terms 0.75 with vector 0.25 75/76 / 27/30; both
+# 0.25 74/76 / 30; terms alone (0.5) 68/76; vector alone (0.5) 72/76; concatenating the
+# last question 70/76 / 29, every earlier one 68/76 / 15; the last answer's notes as a
+# prior alone (+0.005, +0.01 on fused scores) 67/76 and 65/76, added to the default
+# 73/76 / 28 (a boosted note's chunks must already be in the pool: "how long does it
+# keep?" alone ranks the tare's chunk 94th); decay 0.5 a turn 72/76; the last question
+# only 71/76. A gate (cue words, or evidence 0.6) changed nothing at these weights.
 DEFAULT = Method()
 PRIOR_POOL = 40  # hits fetched so a boosted note's chunks can rise into the top k
 

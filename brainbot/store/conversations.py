@@ -25,7 +25,6 @@ layer (``ask/conversation.py``) hands it, and the SQL below is plain enough for 
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
@@ -64,6 +63,8 @@ def now() -> str:
 
 def new_id() -> str:
     """A conversation id: 12 hex digits, short enough to type, 48 random bits."""
+    import uuid  # here: a cold `brainbot query` opens the store module, never an id
+
     return uuid.uuid4().hex[:12]
 
 

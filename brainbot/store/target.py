@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .conversations import Conversations
 from .identity import IndexIdentity
 from .interface import Store
+
+if TYPE_CHECKING:  # a query never loads the conversations module
+    from .conversations import Conversations
 
 
 def is_url(target: str | os.PathLike) -> bool:
