@@ -18,6 +18,7 @@ from fake_anthropic import (
     questions,
     search_results,
     text,
+    tool_use,
 )
 
 from brainbot.ask import followup, history
@@ -155,6 +156,22 @@ def test_earlier_turns_go_back_compacted_to_what_they_cited(fake, searcher):
     # the first search of the follow-up was already about the tare
     current = body["messages"][-1]["content"]
     assert any(b.get("source", "").startswith("cooking/ramen.md") for b in current)
+
+
+def test_a_follow_up_may_search_again_and_its_new_citations_are_verified(fake, searcher):
+    earlier = [Turn(STARTER, "Keeps 3 months in the fridge. [1]", "answer", "extractive",
+                    [{"n": 1, "path": "cooking/ramen.md", "start_line": 14, "end_line": 14,
+                      "cited_text": "Keeps 3 months in the fridge."}])]
+    fake.push(message(tool_use("search_notes", {"query": "ajitama eggs marinate", "k": 3}),
+                      stop_reason="tool_use"),
+              lambda body: message(text("12 hours in the chashu liquid.", [
+                  _cites(body, "cooking/ramen.md", "12 hours")])))
+    answer = ask("and the eggs?", db=searcher.target, searcher=searcher, client=fake.client(),
+                 history=earlier)
+    assert answer.steps == 2 and answer.outcome == "answer"
+    (c,) = answer.citations
+    assert c.verified and c.path == "cooking/ramen.md" and "12 hours" in c.cited_text
+    assert questions(fake.bodies[1]) == [STARTER, "and the eggs?"]  # the thread, kept
 
 
 def test_a_citation_of_an_earlier_passage_that_no_longer_matches_is_dropped(fake, searcher):

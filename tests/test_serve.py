@@ -559,6 +559,7 @@ def test_api_ask_continues_a_conversation_across_a_daemon_restart(examples_db, t
                                                       "conversation": cid})
         assert status == 200 and follow["conversation"] == cid and follow["turn"] == 2
         assert "3 months" in follow["answer"]
+        assert d.json("GET", "/api/status")[1]["conversations"] == 1
         for body, needle in (({"question": "q", "conversation": 7}, "conversation must be"),
                              ({"question": "q", "follow_up": "yes"}, "follow_up must be"),
                              ({"question": "q", "conversation": "nope"}, "no conversation")):
