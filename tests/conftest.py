@@ -127,6 +127,14 @@ def copy_tree(src: Path, dst: Path) -> Path:
     return dst
 
 
+def index_copy(db: Path, folder: Path) -> Path:
+    """A private copy of the index ``db`` (its folder copied into ``folder``), without the
+    conversations that other tests' asks saved beside it (``<db>.conversations``)."""
+    copied = copy_tree(db.parent, folder) / db.name
+    Path(str(copied) + ".conversations").unlink(missing_ok=True)
+    return copied
+
+
 os.environ.setdefault("NO_COLOR", "1")
 
 

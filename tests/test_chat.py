@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, copy_tree
+from conftest import REPO, index_copy
 from fake_anthropic import FakeAnthropic, cite_text, message, search_results, text
 from reliability_kit import cli_env
 
@@ -32,7 +32,7 @@ def offline() -> dict:
 
 @pytest.fixture
 def db(examples_db, tmp_path) -> Path:
-    return copy_tree(examples_db.parent, tmp_path / "idx") / examples_db.name
+    return index_copy(examples_db, tmp_path / "idx")
 
 
 def piped(db: Path, lines: list[str], *extra: str, env=None) -> subprocess.CompletedProcess:

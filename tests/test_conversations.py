@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, copy_tree
+from conftest import REPO, index_copy
 from reliability_kit import cli_env, one_line_error, run_cli
 
 from brainbot.errors import StoreError, UnknownConversationError
@@ -37,7 +37,7 @@ def ask(db, *args, env=None) -> dict:
 @pytest.fixture
 def db(examples_db, tmp_path) -> Path:
     """A private copy of the examples index (its conversations are this test's own)."""
-    return copy_tree(examples_db.parent, tmp_path / "idx") / examples_db.name
+    return index_copy(examples_db, tmp_path / "idx")
 
 
 def turn(q: str, n: int = 0) -> Turn:

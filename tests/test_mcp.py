@@ -10,7 +10,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import EXAMPLES, copy_tree
+from conftest import EXAMPLES, copy_tree, index_copy
 
 from brainbot.index.indexer import Indexer
 from brainbot.store.sqlite.file import SCHEMA_VERSION
@@ -438,7 +438,7 @@ def test_ask_takes_a_conversation_and_returns_it(served, tmp_path):
     """A follow-up through the `ask` tool: the answer names its conversation; passing it
     back continues it (the follow-up is answered about the starter), an unknown one is a
     tool error; `status` counts the conversations."""
-    db = copy_tree(served[0].parent, tmp_path / "idx") / served[0].name
+    db = index_copy(served[0], tmp_path / "idx")
 
     async def body(s):
         first = (await s.call_tool("ask", {"question": "How do I make the tare for my "

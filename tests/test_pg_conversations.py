@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import EXAMPLES
+from conftest import EXAMPLES, index_copy
 from reliability_kit import cli_env, run_cli
 
 from brainbot.index.copying import copy_index
@@ -28,8 +28,14 @@ def ask(db, *args) -> dict:
 
 
 @pytest.fixture(scope="module")
-def pg(pg_url, examples_db):
-    copy_index(examples_db, pg_url)
+def clean(examples_db, tmp_path_factory):
+    """The examples index without the conversations other tests' asks left beside it."""
+    return index_copy(examples_db, tmp_path_factory.mktemp("clean") / "idx")
+
+
+@pytest.fixture(scope="module")
+def pg(pg_url, clean):
+    copy_index(clean, pg_url)
     return pg_url
 
 
@@ -61,9 +67,7 @@ def test_a_conversation_lives_in_the_index_schema_and_survives_a_rebuild(pg, tmp
 
 def test_copy_carries_conversations_between_sqlite_and_postgres(pg_server, examples_db,
                                                                 tmp_path):
-    from conftest import copy_tree
-
-    lite = copy_tree(examples_db.parent, tmp_path / "lite") / examples_db.name
+    lite = index_copy(examples_db, tmp_path / "lite")
     cid = ask(lite, STARTER)["conversation"]
     ask(lite, "--follow-up", FOLLOW)
     url = pg_server.fresh_database("bb_conversations_copy")
@@ -76,9 +80,9 @@ def test_copy_carries_conversations_between_sqlite_and_postgres(pg_server, examp
     assert [t.n for t in open_conversations(back).turns(cid)] == [1, 2, 3]
 
 
-def test_a_role_that_may_only_read_answers_and_says_not_saved(pg_server, examples_db):
+def test_a_role_that_may_only_read_answers_and_says_not_saved(pg_server, clean):
     url = pg_server.fresh_database("bb_conversations_reader")
-    copy_index(examples_db, url)
+    copy_index(clean, url)
     cid = ask(url, STARTER)["conversation"]
     dbname = url.split("/")[3].split("?")[0]
     with pg_server.admin() as conn:

@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 import anyio
 import pytest
-from conftest import EXAMPLES, copy_tree
+from conftest import EXAMPLES, copy_tree, index_copy
 
 TOOLS = {"search", "get", "status", "ask", "related"}
 
@@ -548,7 +548,7 @@ def test_api_ask_continues_a_conversation_across_a_daemon_restart(examples_db, t
     """POST /api/ask takes "conversation" (or "follow_up") and returns it; a restarted
     daemon continues what the first one saved; the CLI's `ask --follow-up` goes through the
     daemon and continues it too."""
-    db = copy_tree(examples_db.parent, tmp_path / "served") / examples_db.name
+    db = index_copy(examples_db, tmp_path / "served")
     d = Daemon(db)
     try:
         status, first = d.json("POST", "/api/ask", {"question": "How do I make the tare "
