@@ -1,8 +1,9 @@
 """A follow-up question searched as part of its conversation.
 
 "How long does it keep?" means nothing alone. Asked after "How do I make the tare for my
-shoyu ramen?", it is about the tare. Before a question of a conversation is retrieved,
-its earlier questions and the notes their answers cited shape the search:
+shoyu ramen?", it is about the tare. Before a question of a conversation is retrieved, its
+earlier questions (or the notes their answers cited: measured, and not shipped) shape the
+search:
 
 - **terms**: the BM25 query holds the question's own terms at weight 1 and each earlier
   question's terms at ``terms`` (times ``decay`` per turn further back);
@@ -20,7 +21,7 @@ others, which ``benchmarks/bench_followups.py --methods`` measures.
 A question that starts a new topic inside a conversation must not be searched as the old
 one. ``gate`` decides whether a question follows up at all: ``always``; ``cue`` (it refers
 back: a pronoun, "and ...", "what about ...", or too few words of its own); or
-``evidence`` (a cue, or the question alone finds no note as close as EVIDENCE). A
+``evidence`` (a cue, or the question alone finds no chunk as close as ``evidence``). A
 question judged new is searched alone, and the conversation's context restarts from it.
 
 This module only shapes the search: the answer, offline or by Claude, is the caller's, and
@@ -172,12 +173,11 @@ def search(searched: Searched, searcher, k: int, rerank: bool = False) -> list:
 
 
 def _boost(searched: Searched):
-    paths = {p for p, _ in searched.prior}
     exact = {(p, r) for p, r in searched.prior if r is not None}
+    rootless = {p for p, r in searched.prior if r is None}  # saved before citations had roots
 
     def of(hit) -> float:
-        # a citation stored without its root matches by path alone
-        cited = (hit.path, hit.root) in exact or (hit.path in paths and not exact)
+        cited = (hit.path, hit.root) in exact or hit.path in rootless
         return searched.boost if cited else 0.0
 
     return of
