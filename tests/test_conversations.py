@@ -129,6 +129,7 @@ def test_ask_continues_a_conversation_by_id_or_the_latest(db):
 
 
 def test_an_unknown_conversation_is_one_line_naming_how_to_list_them(db):
+    assert not sidecar_path(db).exists()
     line = one_line_error(run_cli("ask", "--conversation", "nope", FOLLOW, "--db", db,
                                   env=offline()))
     assert "no conversation 'nope'" in line and "brainbot conversations --db" in line
@@ -136,6 +137,7 @@ def test_an_unknown_conversation_is_one_line_naming_how_to_list_them(db):
         assert "no conversation 'nope'" in one_line_error(run_cli(*argv, "--db", db))
     r = run_cli("ask", "--conversation", "x", "--follow-up", FOLLOW, "--db", db)
     assert r.returncode == 2 and "not allowed with" in r.stderr  # one or the other
+    assert not sidecar_path(db).exists()  # nothing was created for it
 
 
 def test_conversations_lists_shows_and_deletes(db):

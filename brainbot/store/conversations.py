@@ -205,6 +205,7 @@ class Conversations:
         return added
 
     def delete(self, cid: str) -> None:
+        self.turns(cid)  # UnknownConversationError before anything is opened for writing
         with self._writing() as db:
             db.execute(self._q("DELETE FROM conversation_turns WHERE conversation = ?"), (cid,))
             gone = db.execute(self._q("DELETE FROM conversations WHERE id = ?"), (cid,))
