@@ -438,36 +438,31 @@ def cmd_chat(args) -> int:
 
 
 def cmd_conversations(args) -> int:
+    from brainbot.ask import chat
     from brainbot.store.target import open_conversations
-
-    from .render import printable
 
     store = open_conversations(args.db)
     if args.delete or args.clear:
-        n = 1 if args.delete else store.clear()
-        if args.delete:
-            store.delete(args.delete)
+        n = store.clear() if args.clear else store.delete(args.delete)
         print(f"deleted {n} conversation{'s' if n != 1 else ''}", file=sys.stderr)
         return 0
+    if args.action == "show" and not args.id:
+        raise InputError("give the conversation to show: brainbot conversations show ID")
     if args.action == "show":
-        if not args.id:
-            raise InputError("give the conversation to show: brainbot conversations show ID")
         turns = store.turns(args.id)
-        if args.json:
-            _emit_json({"id": args.id, "turns": [t.to_dict() for t in turns]})
-        else:
-            from brainbot.ask.chat import turn_lines
-
-            print(printable("\n\n".join(turn_lines(t) for t in turns), keep_newlines=True))
-        return 0
-    listed = store.listing()
+        data = {"id": args.id, "turns": [t.to_dict() for t in turns]}
+        text = "\n\n".join(chat.turn_lines(t) for t in turns)
+    else:
+        listed = store.listing()
+        data, text = [c.to_dict() for c in listed], "\n".join(map(chat.listing_line, listed))
     if args.json:
-        _emit_json([c.to_dict() for c in listed])
-    elif not listed:
+        _emit_json(data)
+    elif text:
+        from .render import printable
+
+        print(printable(text, keep_newlines=True))
+    else:
         print("no conversations", file=sys.stderr)
-    for c in [] if args.json else listed:
-        print(printable(f"{c.id}  {c.started[:16].replace('T', ' ')}  {c.turns:>3} "
-                        f"turn{'s' if c.turns != 1 else ' '}  {c.first_question}"))
     return 0
 
 

@@ -8,7 +8,7 @@ terminal; offline answers print whole. Lines starting with "/" are commands (COM
 Ctrl-D or Ctrl-C, at the prompt or while an answer comes, end the chat without a trace:
 a question not yet answered is not saved.
 
-Also how a saved turn prints (``brainbot conversations show``). This module reads and
+Also how the stored conversations print (``brainbot conversations``). This module reads and
 prints; answering is ``ask/``'s.
 """
 
@@ -120,6 +120,12 @@ def sources(answer) -> str:
         head = f" ({' > '.join(c.heading_path)})" if c.heading_path else ""
         lines += [f"[{c.n}] {c.location}{head}"] + [f"    {x}" for x in c.cited_text.split("\n")]
     return printable("\n".join(lines), keep_newlines=True)
+
+
+def listing_line(c) -> str:
+    """One conversation as `brainbot conversations` lists it."""
+    return (f"{c.id}  {c.started[:16].replace('T', ' ')}  {c.turns:>3} "
+            f"turn{'s' if c.turns != 1 else ' '}  {c.first_question}")
 
 
 def turn_lines(turn) -> str:

@@ -204,13 +204,15 @@ class Conversations:
                 added += 1
         return added
 
-    def delete(self, cid: str) -> None:
+    def delete(self, cid: str) -> int:
+        """Delete conversation ``cid``: 1 (UnknownConversationError when there is none)."""
         self.turns(cid)  # UnknownConversationError before anything is opened for writing
         with self._writing() as db:
             db.execute(self._q("DELETE FROM conversation_turns WHERE conversation = ?"), (cid,))
             gone = db.execute(self._q("DELETE FROM conversations WHERE id = ?"), (cid,))
             if not gone.rowcount:
                 raise UnknownConversationError(cid, self.target)
+        return 1
 
     def clear(self) -> int:
         """Delete every conversation: how many there were."""
