@@ -1,6 +1,6 @@
 """Take docs/page.png: the page of `brainbot serve` over examples/notes, in the same headless
 chromium the browser test drives (tests/test_browser.py), with a search, an answer and its
-verified citation opened, and a note with its related notes.
+verified citation opened, and a note with its related notes, each note's markdown rendered.
 
     python docs/screenshot.py [--db FILE] [--out docs/page.png]
 
@@ -57,7 +57,8 @@ def shoot(base: str, out: Path) -> None:
         driver.find_element(By.ID, "ask").click()
         wait(driver, lambda d: cards(d, "#answer button.citation"))
         cards(driver, "#answer button.citation")[0].click()
-        wait(driver, lambda d: cards(d, "#answer pre.lines"))
+        wait(driver, lambda d: cards(d, "#answer .passage .md h3, #answer .passage .md p, "
+                                        "#answer .passage .md li"))
         hits = cards(driver, "#hits .card.hit")
         hits[0].find_element(By.CSS_SELECTOR, "button.read").click()
         wait(driver, lambda d: cards(d, "#related .card.related"))

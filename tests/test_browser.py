@@ -20,8 +20,45 @@ from test_serve import Daemon, partial_daemon  # noqa: F401 - a fixture
 
 from brainbot.index.indexer import Indexer
 
-HOSTILE = ("# Hostile clipping\n\nPasted from a web page about zeppelins: "
-           "<script>window.__pwned = 1</script> <img src=x onerror=\"window.__pwned = 2\">\n")
+# Every payload sets window.__pwned if it ever runs; the CSP alone would stop most of them,
+# so the test also looks for the elements and attributes themselves.
+HOSTILE = """# Hostile clipping
+
+Pasted from a web page about zeppelins: <script>window.__pwned = 1</script> \
+<img src=x onerror="window.__pwned = 2">
+
+<iframe src="javascript:window.__pwned = 3"></iframe>
+<svg onload="window.__pwned = 4"><circle r="1"/></svg>
+<a href="javascript:window.__pwned = 5">html link</a>
+
+## Zeppelin facts
+
+- **Hindenburg** flew in *1936*
+- [ ] visit Friedrichshafen
+  - nested item
+
+1. first airship
+2. second airship
+
+| Airship | Length |
+|---|--:|
+| LZ 129 | 245 m |
+
+```js
+window.__pwned = 7
+```
+
+Zeppelins over the garden: [[Tomatoes#Side shoots]], [[compost|the heap]] and \
+[the tomato note](../garden/tomatoes.md).
+
+[js](javascript:window.__pwned=6) [mixed](JaVaScRiPt:window.__pwned=6) \
+[entity](jav&#x61;script:window.__pwned=6) [space]( javascript:window.__pwned=6) \
+[data](data:text/html,<script>window.__pwned=8</script>) [vb](vbscript:msgbox(1)) \
+<javascript:window.__pwned=9> [ref][r] [ctl](<\x01javascript:window.__pwned=6>) \
+[tab](<java\tscript:window.__pwned=6>) [esc](javascript\\:window.__pwned=6)
+
+[r]: javascript:window.__pwned=10
+"""
 NOTES = {
     "bread/sourdough.md": "# Sourdough\n\nFeed the sourdough starter twice a day with rye "
                           "flour and water.\n\n## Proofing\n\nThe dough proofs overnight in "
@@ -31,7 +68,9 @@ NOTES = {
     "bread/baguette.md": "# Baguette\n\nBaguettes need strong flour, a long cold proof of the "
                          "dough and steam in the oven so the crust cracks.\n",
     "garden/tomatoes.md": "# Tomatoes\n\nThe tomato seedlings want full sun and water every "
-                          "evening; pinch out the side shoots.\n",
+                          "evening.\n\n## Side shoots\n\nPinch out the side shoots.\n",
+    "garden/compost.md": "# Compost\n\nTurn the compost heap every week; keep it as damp as "
+                         "a wrung-out sponge.\n",
     "clips/hostile.md": HOSTILE,
 }
 
@@ -179,8 +218,13 @@ def test_ask_shows_a_verified_citation_and_its_lines(driver, site):
     cite = cards(driver, "#answer button.citation")[0]
     assert "verified" in cite.text and "bread/sourdough.md" in cite.text
     cite.click()
-    wait(driver, lambda d: cards(d, "#answer pre.lines")
-         and "twice a day" in cards(d, "#answer pre.lines")[0].text)
+    wait(driver, lambda d: cards(d, "#answer .passage .md")
+         and "twice a day" in cards(d, "#answer .passage .md")[0].text)
+    # The passage's source button shows the numbered lines instead.
+    cards(driver, "#answer .passage button.source")[0].click()
+    lines = cards(driver, "#answer .passage pre.lines")[0]
+    assert lines.is_displayed() and "twice a day" in lines.text
+    assert lines.text.lstrip().startswith("3  ")
 
 
 TWO_ROOTS = {
@@ -217,16 +261,16 @@ def test_two_folders_holding_one_path_are_told_apart(driver, two_roots):
     assert folders == {"v1/": "README.md", "v2/": "README.md"}
     driver.find_element(By.ID, "ask").click()
     wait(driver, lambda d: len(cards(d, "#answer button.citation")) == 2)
+    shown = "following-sibling::div[contains(@class, 'passage')]"
     for cite in cards(driver, "#answer button.citation"):
         assert "verified" in cite.text
         folder = "v1/" if "v1/README.md" in cite.text else "v2/"
         cite.click()
         own = {"v1/": "The shared readme", "v2/": "The second readme"}[folder]
         other = {"v1/": "The second readme", "v2/": "The shared readme"}[folder]
-        wait(driver, lambda d, c=cite, own=own: c.find_elements(
-            By.XPATH, "following-sibling::pre") and own in c.find_element(
-            By.XPATH, "following-sibling::pre").text)
-        assert other not in cite.find_element(By.XPATH, "following-sibling::pre").text
+        wait(driver, lambda d, c=cite, own=own: c.find_elements(By.XPATH, shown)
+             and own in c.find_element(By.XPATH, shown).text)
+        assert other not in cite.find_element(By.XPATH, shown).text
 
 
 def test_the_open_link_keeps_hash_and_question_marks_in_the_file_name(driver, site):
@@ -242,13 +286,104 @@ def test_the_open_link_keeps_hash_and_question_marks_in_the_file_name(driver, si
     assert parts == ["", ""]
 
 
+LIVE = ("body script, iframe, svg, img, object, embed, form:not(#search-form), [onerror], [onload], "
+        "[onclick], [onmouseover], [style], a[href^='javascript' i], a[href^='data' i], "
+        "a[href^='vbscript' i], a[href*='javascript:' i]")
+
+
+def assert_nothing_live(driver) -> None:
+    """No payload ran, no element or attribute a payload needs exists, the CSP refused
+    nothing (the page never even tried), and every link a note made is a web link or a
+    note of this page."""
+    assert driver.execute_script("return window.__pwned") is None
+    assert not cards(driver, LIVE), [e.get_attribute("outerHTML") for e in cards(driver, LIVE)]
+    assert driver.execute_script("return window.__violations") == []
+    for a in cards(driver, ".md a"):
+        href = a.get_attribute("href")
+        assert href.startswith(driver.current_url.split("#")[0] + "#") or \
+            href.startswith(("http://", "https://", "mailto:")), href
+
+
+def watch_csp(driver) -> None:
+    driver.execute_script(
+        "window.__violations = []; document.addEventListener('securitypolicyviolation', "
+        "(e) => window.__violations.push(e.violatedDirective + ' ' + e.blockedURI));")
+
+
 def test_hostile_markup_is_shown_as_text(driver, site):
+    from selenium.webdriver.common.by import By
+
     base, _ = site
     driver.get(base + "/")
+    watch_csp(driver)
     hits = search(driver, "zeppelins pasted")
-    assert "<script>window.__pwned = 1</script>" in hits[0].text
-    assert driver.execute_script("return window.__pwned === undefined")
-    assert not cards(driver, "#hits script, #hits img")
+    card = next(h for h in hits if card_path(h) == "clips/hostile.md")
+    assert "<script>window.__pwned = 1</script>" in card.text
+    assert "<img src=x onerror=" in card.text
+    assert_nothing_live(driver)
+    card.find_element(By.CSS_SELECTOR, "button.read").click()
+    wait(driver, lambda d: "Zeppelin facts" in d.find_element(By.ID, "note").text)
+    note = driver.find_element(By.CSS_SELECTOR, "#note .md")
+    for payload in ('<iframe src="javascript:window.__pwned = 3"></iframe>',
+                    '<svg onload="window.__pwned = 4">', "window.__pwned = 7"):
+        assert payload in note.text
+    dead = [e.text for e in note.find_elements(By.CSS_SELECTOR, ".dead-link")]
+    assert dead == ["js", "mixed", "entity", "space", "data", "vb",
+                    "javascript:window.__pwned=9", "ref", "ctl", "tab", "esc"]
+    for e in note.find_elements(By.CSS_SELECTOR, ".dead-link"):
+        e.click()
+    assert_nothing_live(driver)
+
+
+def found_in(driver, css: str) -> list[str]:
+    return [e.text for e in cards(driver, css)]
+
+
+def linking_card(hits):
+    """The hit of the hostile note whose passage holds its links to other notes."""
+    from selenium.webdriver.common.by import By
+
+    return next(h for h in hits if card_path(h) == "clips/hostile.md"
+                and h.find_elements(By.CSS_SELECTOR, "a.note-link"))
+
+
+def test_a_note_renders_as_markdown_and_its_links_open_notes(driver, site):
+    from selenium.webdriver.common.by import By
+
+    base, _ = site
+    driver.get(base + "/")
+    watch_csp(driver)
+    card = linking_card(search(driver, "zeppelin facts hindenburg"))
+    card.find_element(By.CSS_SELECTOR, "button.read").click()
+    wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#note .md h4"))
+    note = driver.find_element(By.CSS_SELECTOR, "#note .md")
+    found = lambda css: [e.text for e in note.find_elements(By.CSS_SELECTOR, css)]  # noqa: E731
+    assert found("h3") == ["Hostile clipping"] and found("h4") == ["Zeppelin facts"]
+    assert found("ul > li strong") == ["Hindenburg"] and found("ul > li em") == ["1936"]
+    assert found("ul ul > li") == ["nested item"] and found("li.task") == [
+        "☐ visit Friedrichshafen\nnested item"]
+    assert found("ol > li") == ["first airship", "second airship"]
+    assert found("table th") == ["Airship", "Length"]
+    assert found("table td") == ["LZ 129", "245 m"]
+    assert found("pre code.language-js") == ["window.__pwned = 7"]
+    assert found("a.note-link") == ["Tomatoes › Side shoots", "the heap", "the tomato note"]
+    assert_nothing_live(driver)
+    # A wikilink opens its note in the reader, resolved as the indexer resolved it.
+    note.find_element(By.LINK_TEXT, "the heap").click()
+    wait(driver, lambda d: "Turn the compost heap" in d.find_element(By.ID, "note").text)
+    assert card_path(driver.find_element(By.CSS_SELECTOR, "#note .card")) == \
+        "garden/compost.md"
+    # A markdown link to another note, relative to the one it is in, from a hit's card.
+    card = linking_card(search(driver, "zeppelin facts hindenburg"))
+    card.find_element(By.LINK_TEXT, "the tomato note").click()
+    wait(driver, lambda d: "The tomato seedlings" in d.find_element(By.ID, "note").text)
+    # [[Note#Heading]] opens the note at that heading.
+    driver.find_element(By.CSS_SELECTOR, "#note button.close").click()
+    card = linking_card(cards(driver, "#hits .card.hit"))
+    card.find_element(By.PARTIAL_LINK_TEXT, "Side shoots").click()
+    wait(driver, lambda d: "Pinch out the side shoots" in d.find_element(By.ID, "note").text)
+    assert found_in(driver, "#note .md h4") == ["Side shoots"]
+    assert_nothing_live(driver)
 
 
 def test_slash_focuses_the_search_box(driver, site):

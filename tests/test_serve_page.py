@@ -24,7 +24,8 @@ def test_the_page_and_its_files_are_served_from_the_package(page_daemon):
     status, headers, page = page_daemon.request("GET", "/")
     assert status == 200 and headers["content-type"].startswith("text/html")
     assert page == (STATIC / "index.html").read_bytes()
-    for name, kind in (("app.js", "javascript"), ("style.css", "text/css")):
+    for name, kind in (("app.js", "javascript"), ("markdown.js", "javascript"),
+                       ("style.css", "text/css")):
         status, headers, body = page_daemon.request("GET", f"/static/{name}")
         assert status == 200 and kind in headers["content-type"]
         assert body == (STATIC / name).read_bytes()
@@ -32,16 +33,19 @@ def test_the_page_and_its_files_are_served_from_the_package(page_daemon):
 
 
 def test_nothing_is_loaded_from_elsewhere():
-    for name in ("index.html", "app.js", "style.css"):
+    for name in ("index.html", "app.js", "markdown.js", "style.css"):
         text = (STATIC / name).read_text()
         assert not re.search(r"(?i)(https?:)?//[a-z0-9.-]+\.[a-z]{2,}/", text), name
         assert "@import" not in text
 
 
 def test_note_text_is_never_inserted_as_html():
-    js = (STATIC / "app.js").read_text()
-    assert not re.search(r"innerHTML|outerHTML|insertAdjacentHTML|document\.write", js)
-    assert "textContent" in js
+    for name in ("app.js", "markdown.js"):
+        js = (STATIC / name).read_text()
+        assert not re.search(r"innerHTML|outerHTML|insertAdjacentHTML|document\.write|"
+                             r"DOMParser|createContextualFragment|srcdoc|\beval\(|"
+                             r"new Function", js), name
+    assert "textContent" in (STATIC / "app.js").read_text()
 
 
 def test_the_page_has_what_the_issue_asks_for():
@@ -74,3 +78,33 @@ def test_api_roots_names_each_indexed_folder(page_daemon):
     status, reply = page_daemon.json("GET", "/api/roots")
     assert status == 200 and [r["obsidian"] for r in reply["roots"]] == [None]
     assert reply["roots"][0]["root"].endswith("examples/notes")
+
+
+def test_api_resolve_names_the_note_a_link_points_to(page_daemon):
+    """The page's note links: the index's own resolution of a link the note holds; else
+    resolved now as the indexer would, among the notes of the source's folder."""
+    def resolve(**params):
+        from urllib.parse import urlencode
+
+        return page_daemon.json("GET", "/api/resolve?" + urlencode(params))
+
+    status, reply = resolve(**{"from": "cooking/sourdough.md", "kind": "wikilink",
+                               "target": "compost"})
+    assert status == 200 and reply["path"] == "garden/compost.md"
+    assert reply["root"].endswith("examples/notes")
+    status, reply = resolve(**{"from": "cooking/sourdough.md", "kind": "wikilink",
+                               "target": "Ramen"})  # not a link sourdough.md holds
+    assert (status, reply["path"]) == (200, "cooking/ramen.md")
+    status, reply = resolve(**{"from": "garden/compost.md", "kind": "markdown",
+                               "target": "../cooking/ramen.md"})
+    assert (status, reply["path"]) == (200, "cooking/ramen.md")
+    status, reply = resolve(**{"from": "garden/compost.md", "kind": "embed", "target": ""})
+    assert (status, reply["path"]) == (200, "garden/compost.md")
+    status, reply = resolve(**{"from": "garden/compost.md", "kind": "wikilink",
+                               "target": "no such note"})
+    assert status == 400 and "no note named 'no such note'" in reply["error"]
+    status, reply = resolve(**{"from": "garden/compost.md", "kind": "javascript",
+                               "target": "x"})
+    assert status == 400 and "kind must be one of wikilink, embed, markdown" in reply["error"]
+    status, reply = resolve(target="x")
+    assert status == 400 and "give from=" in reply["error"]

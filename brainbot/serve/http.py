@@ -236,6 +236,18 @@ class Api:
         return await self.locked(self.service.related, note, k, unlinked)
 
     @_route
+    async def resolve(self, request):
+        """The note a link names: from=[ROOT::]PATH (the note it is written in), kind
+        (wikilink, embed or markdown) and target (as written, without #heading)."""
+        params = request.query_params
+        source, target = params.get("from"), params.get("target")
+        if not source or target is None:
+            raise InputError("give from=[ROOT::]PATH, kind=wikilink|embed|markdown and "
+                             "target=NAME")
+        return await self.locked(self.service.resolve, source,
+                                 params.get("kind", "wikilink"), target)
+
+    @_route
     async def roots(self, request):
         """The indexed folders on this machine, each with the Obsidian vault holding it
         (the page links hits there with obsidian:// URIs) or null."""
@@ -392,6 +404,7 @@ def make_app(service, port: int, token: str | None = None, loopback: bool = True
         Route("/api/get", api.get, methods=["GET"]),
         Route("/api/ask", api.ask, methods=["POST"]),
         Route("/api/related", api.related, methods=["GET"]),
+        Route("/api/resolve", api.resolve, methods=["GET"]),
         Route("/api/roots", api.roots, methods=["GET"]),
         Route("/", static, methods=["GET"]),
         Route("/static/{name}", static, methods=["GET"]),

@@ -185,6 +185,14 @@ class Service:
                 "lines": [{"line": n, "text": t} for n, t in reading.lines], "text": text,
                 "backlinks": backlinks_of(store, ref)}
 
+    def resolve(self, source, kind, target) -> dict[str, Any]:
+        """{"root", "path"} of the note a link in ``source`` names (the page's note links)."""
+        from brainbot.index.links import resolve_link
+
+        NotUTF8Error.check(source, "the note")
+        NotUTF8Error.check(target, "the link")
+        return resolve_link(self.searcher.store, source, kind, target)
+
     def related(self, note, k, unlinked) -> dict[str, Any]:
         from brainbot.search.related import related
 

@@ -1,6 +1,6 @@
 // brainbot's page: search as you type, filters, hit cards, Ask with clickable citations,
 // a note reader and its related notes. Note text is untrusted: it is only ever inserted
-// with textContent, never as HTML.
+// as text nodes, or as the elements static/markdown.js builds from it (never as HTML).
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -125,6 +125,33 @@ function actions(item) {
   return el("span", { class: "actions" }, read, near);
 }
 
+// ``box`` filled with ``text``'s markdown as elements (static/markdown.js), the query's
+// ``words`` marked; a link to another note opens it in the reader, resolved from ``item``
+// (the note the text is from). As plain text if the renderer fails.
+function markdown(box, text, item, words = [], opts = {}) {
+  box.classList.add("md");
+  try {
+    box.replaceChildren(BrainbotMarkdown.render(text || "", { ...opts,
+      text: (s) => marked(s, words), openNote: (link) => followLink(item, link) }));
+  } catch (err) {
+    box.classList.add("plain");
+    box.replaceChildren(marked(text || "", words));
+  }
+  return box;
+}
+
+// The note a clicked link names ([[wikilink]], [text](note.md)), opened in the reader at
+// its heading; the server resolves it as the indexer did (/api/resolve).
+async function followLink(item, link) {
+  try {
+    const note = link.target ? await api("GET", "/api/resolve?" + new URLSearchParams(
+      { from: noteRef(item), kind: link.kind, target: link.target })) : item;
+    await openNote(note, link.heading);
+  } catch (err) {
+    showError(err.message);
+  }
+}
+
 function hitCard(hit, words) {
   const heading = (hit.heading_path || []).join(" › ");
   const title = el("h2", {}, folderLabel(hit), el("span", { class: "path", text: hit.path }),
@@ -132,34 +159,57 @@ function hitCard(hit, words) {
   const where = el("div", { class: "where",
     text: `lines ${hit.start_line}-${hit.end_line}${heading ? " · " + heading : ""} · ` });
   where.append(editorLink(hit), actions(hit));
-  const snippet = el("p", { class: "snippet" }, marked(hit.text || "", words));
+  const snippet = markdown(el("div", { class: "snippet" }), hit.text, hit, words);
   return el("article", { class: "card hit" }, title, where, snippet);
 }
 
-async function openNote(item) {
+// The note in the reader, rendered, scrolled to ``heading`` when a link named one.
+async function openNote(item, heading) {
   const box = $("note");
   const close = el("button", { type: "button", class: "close", text: "close" });
   close.addEventListener("click", () => { box.hidden = true; box.replaceChildren(); });
-  const pre = el("pre", { class: "lines", text: "…" });
-  const where = el("div", { class: "where" }, editorLink(item), " ", close);
+  const view = passage();
+  const where = el("div", { class: "where" }, editorLink(item), " ", view.toggle, " ", close);
   box.replaceChildren(el("article", { class: "card reader" },
     el("h2", {}, folderLabel(item), el("span", { class: "path", text: item.path })), where,
-    pre));
+    view.box));
   box.hidden = false;
   showRelated(item);
-  await fillLines(pre, noteRef(item));
+  await fillPassage(view, noteRef(item), { frontMatter: true });
+  const want = (heading || "").trim().toLowerCase();
+  const found = want && [...view.md.querySelectorAll("h3, h4, h5, h6")]
+    .find((h) => h.textContent.trim().toLowerCase() === want);
+  (found || box).scrollIntoView({ block: "nearest" });
 }
 
-// The numbered lines of ``ref`` (as `brainbot get` takes it) into ``pre``, as text.
-async function fillLines(pre, ref) {
+// A passage of a note: its markdown rendered, and a button that shows its numbered lines
+// instead, as `brainbot get` prints them.
+function passage() {
+  const md = el("div", { class: "md", text: "…" });
+  const pre = el("pre", { class: "lines", hidden: "" });
+  const toggle = el("button", { type: "button", class: "source", text: "source",
+    title: "show the numbered lines" });
+  toggle.addEventListener("click", () => {
+    const lines = pre.hidden;
+    pre.hidden = !lines;
+    md.hidden = lines;
+    toggle.textContent = lines ? "rendered" : "source";
+  });
+  return { box: el("div", { class: "passage" }, md, pre), md, pre, toggle };
+}
+
+// The lines of ``ref`` (as `brainbot get` takes it) into ``view``: rendered, and numbered.
+async function fillPassage(view, ref, opts = {}) {
   try {
     const got = await api("GET", `/api/get?ref=${encodeURIComponent(ref)}`);
-    pre.textContent = got.lines.map((l) => `${String(l.line).padStart(5)}  ${l.text}`)
+    view.pre.textContent = got.lines.map((l) => `${String(l.line).padStart(5)}  ${l.text}`)
       .join("\n");
-    if (got.stale) pre.prepend(el("span", { class: "badge stale", text: "changed on disk" }),
-      "\n");
+    markdown(view.md, got.lines.map((l) => l.text).join("\n"),
+      { root: got.root, path: got.path }, [], opts);
+    if (got.stale) view.box.prepend(el("span", { class: "badge stale",
+      text: "changed on disk" }));
   } catch (err) {
-    pre.textContent = err.message;
+    view.md.textContent = err.message;
   }
 }
 
@@ -171,9 +221,7 @@ function relatedCard(rel) {
   const where = el("div", { class: "where", text: `score ${rel.score.toFixed(3)} · lines ` +
     `${rel.start_line}-${rel.end_line}${heading ? " · " + heading : ""} · ` });
   where.append(editorLink(rel), actions(rel));
-  const text = rel.text || "";
-  const snippet = el("p", { class: "snippet",
-    text: text.length > 280 ? text.slice(0, 280) + "…" : text });
+  const snippet = markdown(el("div", { class: "snippet clamped" }), rel.text, rel);
   return el("article", { class: "card related" }, title, where, snippet);
 }
 
@@ -245,12 +293,14 @@ async function search() {
 
 async function showLines(cite, button) {
   const next = button.nextElementSibling;
-  if (next && next.classList.contains("lines")) { next.remove(); return; }
+  if (next && next.classList.contains("passage")) { next.remove(); return; }
   const count = cite.end_line - cite.start_line + 1;
-  const pre = el("pre", { class: "lines", text: "…" });
-  button.after(pre);
+  const view = passage();
+  view.box.prepend(el("div", { class: "where",
+    text: `lines ${cite.start_line}-${cite.end_line} · ` }, view.toggle));
+  button.after(view.box);
   // ROOT::PATH:LINE:COUNT, as for hits: README.md may be in two indexed folders.
-  await fillLines(pre, `${noteRef(cite)}:${cite.start_line}:${count}`);
+  await fillPassage(view, `${noteRef(cite)}:${cite.start_line}:${count}`);
 }
 
 function citationButton(cite) {
