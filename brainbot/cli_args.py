@@ -32,7 +32,8 @@ def _positive(text: str) -> int:
 def _add_index(sub) -> None:
     p = sub.add_parser("index", help="index notes into the database",
                        epilog="Example: brainbot index ~/notes --db notes.db")
-    p.add_argument("paths", nargs="*", metavar="PATH")
+    p.add_argument("paths", nargs="*", metavar="PATH",
+                   help="folders or markdown files to index (again: only what changed)")
     _db_option(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--rebuild", action="store_true", help="start the database from scratch")
@@ -49,10 +50,11 @@ def _add_index(sub) -> None:
 def _add_query(sub) -> None:
     p = sub.add_parser("query", help="search the notes",
                        epilog="Example: brainbot query 'how long to proof dough' -k 5 --explain")
-    p.add_argument("text")
+    p.add_argument("text", metavar="QUERY", help="the query, in your words")
     _db_option(p)
     p.add_argument("-k", type=_positive, default=10, help="results to show (default 10)")
-    p.add_argument("--mode", choices=["bm25", "vector", "hybrid"], default="hybrid")
+    p.add_argument("--mode", choices=["bm25", "vector", "hybrid"], default="hybrid",
+                   help="bm25 (words), vector (meaning) or hybrid (both, fused; default)")
     p.add_argument("--rerank", action="store_true", help="re-rank the fused candidates")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print a JSON array")
@@ -73,7 +75,9 @@ def _add_query(sub) -> None:
 def _add_get(sub) -> None:
     p = sub.add_parser("get", help="print a note's lines or a chunk, numbered",
                        epilog="Example: brainbot get cooking/bread.md:10:20")
-    p.add_argument("target", metavar="PATH[:LINE[:COUNT]]|CHUNK_ID")
+    p.add_argument("target", metavar="PATH[:LINE[:COUNT]]|CHUNK_ID",
+                   help="a note's path as indexed (ROOT::PATH picks one of several "
+                        "folders), from LINE, COUNT lines; or a hit's chunk id")
     _db_option(p)
     p.set_defaults(func="cmd_get")
 
@@ -83,19 +87,19 @@ def _add_links_and_tags(sub) -> None:
                        epilog="Example: brainbot links 'Garden Plan' --db notes.db")
     p.add_argument("note", metavar="NOTE", help="a path, or a name as in a [[wikilink]]")
     _db_option(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print them as JSON")
     p.set_defaults(func="cmd_links")
     p = sub.add_parser("tags", help="every tag with the number of notes that carry it",
                        epilog="Example: brainbot tags --db notes.db")
     _db_option(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print them as a JSON object")
     p.set_defaults(func="cmd_tags")
 
 
 def _add_chunks(sub) -> None:
     p = sub.add_parser("chunks", help="write chunk records as JSON Lines",
                        epilog="Example: brainbot chunks ~/notes --jsonl chunks.jsonl")
-    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="folders or markdown files")
     p.add_argument("--jsonl", metavar="FILE", help="write to FILE instead of stdout")
     p.add_argument("--workers", type=_positive, default=None,
                    help="processes to chunk on (default: every usable CPU; 1: this one)")
@@ -105,9 +109,10 @@ def _add_chunks(sub) -> None:
 def _add_report(sub) -> None:
     p = sub.add_parser("report", help="score the chunking quality",
                        epilog="Example: brainbot report ~/notes   or   brainbot report --db notes.db")
-    p.add_argument("paths", nargs="*", metavar="PATH")
+    p.add_argument("paths", nargs="*", metavar="PATH",
+                   help="folders or markdown files to chunk and score (or give --db)")
     _db_option(p, default=False)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func="cmd_report")
 
 
@@ -115,12 +120,12 @@ def _add_status_and_doctor(sub) -> None:
     p = sub.add_parser("status", help="what the database holds and what is active",
                        epilog="Example: brainbot status --db notes.db")
     _db_option(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print it as JSON")
     p.set_defaults(func="cmd_status")
     p = sub.add_parser("doctor", help="check model, export, kernel, sqlite-vec and the database",
                        epilog="Example: brainbot doctor --db notes.db")
     _db_option(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the checks as JSON")
     p.set_defaults(func="cmd_doctor")
 
 
@@ -133,15 +138,17 @@ def _add_eval(sub) -> None:
     src.add_argument("--conversations", metavar="FILE",
                      help="a conversation set: follow-ups alone and within their conversation")
     _db_option(p, default=False)
-    p.add_argument("--split", default="test")
-    p.add_argument("--modes", default="bm25,vector,hybrid")
+    p.add_argument("--split", default="test", help="the BEIR split to score (default test)")
+    p.add_argument("--modes", default="bm25,vector,hybrid",
+                   help="the search modes to measure, comma-separated (default all three)")
     p.add_argument("--answers", action="store_true",
                    help="with --questions: measure `brainbot ask` answers, not retrieval")
-    p.add_argument("-k", type=_positive, default=10)
+    p.add_argument("-k", type=_positive, default=10,
+                   help="with --questions: hits a question may be found in (default 10)")
     p.add_argument("--limit", type=int, default=None, help="only the first N queries")
     p.add_argument("--precision", choices=["fp32", "int8"], default="fp32",
                    help="embedding precision of a BEIR index built for the eval")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the scores as JSON")
     p.set_defaults(func="cmd_eval")
 
 
@@ -149,10 +156,11 @@ def _add_ask(sub) -> None:
     p = sub.add_parser("ask", help="answer a question from the notes, with citations",
                        epilog="Example: brainbot ask 'when do I feed the starter?' && "
                               "brainbot ask --follow-up 'and in the fridge?'")
-    p.add_argument("text")
+    p.add_argument("text", metavar="QUESTION", help="the question")
     _db_option(p)
     _answer_options(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true",
+                   help="print the answer, its citations and outcome as JSON")
     p.add_argument("--show-context", action="store_true",
                    help="print what would be sent to the API and send nothing")
     _thread_options(p)
@@ -189,7 +197,7 @@ def _add_conversations(sub) -> None:
                    help="list them (the default), or show one's turns")
     p.add_argument("id", nargs="?", metavar="ID", help="the conversation to show")
     _db_option(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print them (or its turns) as JSON")
     gone = p.add_mutually_exclusive_group()
     gone.add_argument("--delete", metavar="ID", help="delete conversation ID")
     gone.add_argument("--clear", action="store_true", help="delete every conversation")
@@ -235,8 +243,11 @@ def _add_serve(sub) -> None:
 def _add_model(sub) -> None:
     p = sub.add_parser("model", help="get, export or show the embedding model",
                        epilog="Example: brainbot model pull")
-    p.add_argument("action", choices=["pull", "export", "info"])
-    p.add_argument("--precision", choices=["fp32", "int8"], default="fp32")
+    p.add_argument("action", choices=["pull", "export", "info"],
+                   help="pull: install the model files; export: build the ONNX graph and "
+                        "print its path; info: the model, its folder and checksum")
+    p.add_argument("--precision", choices=["fp32", "int8"], default="fp32",
+                   help="the graph to export (default fp32)")
     p.set_defaults(func="cmd_model")
 
 
@@ -262,11 +273,21 @@ def _add_related(sub) -> None:
     p.add_argument("-k", type=_positive, default=10, help="notes to show (default 10)")
     p.add_argument("--unlinked", action="store_true",
                    help="hide the notes NOTE links to and those linking to it")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print them as JSON")
     p.set_defaults(func="cmd_related")
+
+
+def _add_completion(sub) -> None:
+    p = sub.add_parser(
+        "completion", help="print a shell completion script (bash or zsh)",
+        epilog="Example: brainbot completion bash > ~/.local/share/bash-completion/"
+               "completions/brainbot   or   brainbot completion zsh > ~/.zfunc/_brainbot "
+               "(with fpath+=~/.zfunc before compinit in ~/.zshrc)")
+    p.add_argument("shell", choices=["bash", "zsh"], help="the shell to complete in")
+    p.set_defaults(func="cmd_completion")
 
 
 COMMANDS = (_add_index, _add_query, _add_get, _add_links_and_tags, _add_chunks, _add_report,
             _add_status_and_doctor, _add_eval, _add_ask, _add_chat, _add_conversations,
             _add_watch, _add_mcp, _add_serve,
-            _add_model, _add_copy, _add_related)
+            _add_model, _add_copy, _add_related, _add_completion)
