@@ -58,12 +58,17 @@ function terms(query) {
 
 // The snippet as text nodes, with the query's words (whole, or with an s/es/ed/ing
 // ending) in <mark> elements.
+let markedFor = { key: null, re: null };  // the last query's pattern: one per search
 function marked(text, words) {
   const frag = document.createDocumentFragment();
   if (!words.length) { frag.append(text); return frag; }
-  const escaped = words.map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
-  const re = new RegExp(
-    `(?<![\\p{L}\\p{N}])(?:${escaped.join("|")})(?:s|es|ed|ing)?(?![\\p{L}\\p{N}])`, "giu");
+  const key = words.join("\u0000");
+  if (markedFor.key !== key) {
+    const escaped = words.map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
+    markedFor = { key, re: new RegExp(`(?<![\\p{L}\\p{N}])(?:${escaped.join("|")})` +
+      "(?:s|es|ed|ing)?(?![\\p{L}\\p{N}])", "giu") };
+  }
+  const re = markedFor.re;
   let last = 0;
   for (const m of text.matchAll(re)) {
     frag.append(text.slice(last, m.index), el("mark", { text: m[0] }));
