@@ -291,18 +291,10 @@
       if (c === "\\" && /[!-/:-@[-`{-~]/.test(src[i + 1] || "")) { text += src[i + 1]; i += 2; }
       else if (c === "\\" && src[i + 1] === "\n") { push({ t: "br" }); i += 2; }
       else if (c === "`") {
-        const run = at(RUN["`"], src, i)[0];
-        const end = noCloser[run.length] ? -1 : closingRun(src, i + run.length, run);
-        if (end < 0) {
-          noCloser[run.length] = true;
-          text += run; i += run.length;
-        } else {
-          let code = src.slice(i + run.length, end).replace(/\n/g, " ");
-          if (code.length > 2 && code[0] === " " && code[code.length - 1] === " " &&
-              code.trim()) code = code.slice(1, -1);
-          push({ t: "code", s: code });
-          i = end + run.length;
-        }
+        got = codeSpan(src, i, noCloser);
+        if (got.node) push(got.node);
+        else text += got.text;
+        i = got.end;
       } else if (bracket >= 0 && (got = wikilink(src, bracket))) {
         push({ ...got.node, embed: c === "!" });
         i = got.end;
@@ -331,18 +323,42 @@
       } else if (c === "#" && /\s/.test(prev) && (m = at(TAG, src, i))) {
         push({ t: "tag", s: m[0] }); i += m[0].length;
       } else if ((c === "h" || c === "w") && !inLink && /[\s(*_~]/.test(prev) &&
-                 (m = at(BARE_URL, src, i))) {
-        let url = m[0];
-        while (url.endsWith(")") && url.split(")").length > url.split("(").length) {
-          url = url.slice(0, -1);
-        }
-        push({ t: "link", href: c === "w" ? `http://${url}` : url, title: "",
-          children: [{ t: "text", s: url }] });
-        i += url.length;
+                 (got = bareUrl(src, i))) {
+        push(got.node);
+        i = got.end;
       } else { text += c; i++; }
     }
     flush();
     return emphasis(nodes);
+  }
+
+  // The code span opened by the backticks at src[i]: {node, end}, or {text, end} when
+  // no run of as many closes it (noCloser remembers that length: none closes later).
+  function codeSpan(src, i, noCloser) {
+    const run = at(RUN["`"], src, i)[0];
+    const end = noCloser[run.length] ? -1 : closingRun(src, i + run.length, run);
+    if (end < 0) {
+      noCloser[run.length] = true;
+      return { text: run, end: i + run.length };
+    }
+    let code = src.slice(i + run.length, end).replace(/\n/g, " ");
+    if (code.length > 2 && code[0] === " " && code[code.length - 1] === " " && code.trim()) {
+      code = code.slice(1, -1);
+    }
+    return { node: { t: "code", s: code }, end: end + run.length };
+  }
+
+  // A bare http(s):// or www. URL at src[i] (GFM's autolink extension): its link node and
+  // where it ends, without trailing punctuation or an unbalanced ")"; or null.
+  function bareUrl(src, i) {
+    const m = at(BARE_URL, src, i);
+    if (!m) return null;
+    let url = m[0];
+    while (url.endsWith(")") && url.split(")").length > url.split("(").length) {
+      url = url.slice(0, -1);
+    }
+    return { node: { t: "link", href: url.startsWith("www.") ? `http://${url}` : url,
+      title: "", children: [{ t: "text", s: url }] }, end: i + url.length };
   }
 
   // Where the run of backticks ``run`` closes at or after ``from`` (a run of exactly as
