@@ -2,7 +2,8 @@
 
 The tables, columns, types, keys, indexes, views and meta keys are read from a REAL index:
 examples/notes indexed into a temporary folder (the lexical phase only: the schema is the
-same with vectors, and it takes seconds). What each one holds is written by hand below, in
+same with vectors, and it takes seconds), and its conversations file (issue 34) from one
+turn saved beside it. What each one holds is written by hand below, in
 TABLES, COLUMNS and META; a table, column or meta key the index has and these do not (or
 the reverse) stops the generator with its name, so the page never describes a file that
 no longer exists.
@@ -238,16 +239,50 @@ is embedded and what BM25 indexes; `source_text` and the spans stay exact.
 with universal newlines (what Python's `open(path).read()` returns).
 """
 
-# Issue 34 keeps conversations in a second SQLite file beside the index,
-# `<index>.conversations` (tables in the index's schema on Postgres). When its store lands,
-# add a builder for that file here (a SidecarConversations with one saved turn) and its
-# TABLES/COLUMNS, and render it as a section of its own, as the index's tables are.
+# The conversations file beside a SQLite index (issue 34: store/sqlite/conversations.py),
+# read from one made by saving a turn, and checked against these as the index is.
+CONVERSATION_TABLES = {
+    "conversations": "One row a conversation.",
+    "conversation_turns": "One row a question asked in a conversation, and its answer.",
+}
+CONVERSATION_COLUMNS = {
+    "conversations": {
+        "id": "12 hex digits: what `ask --conversation ID` and `brainbot conversations` take",
+        "started": "its first turn's time (ISO 8601, UTC, milliseconds)",
+        "updated": "its last turn's time: the latest conversation is what `--follow-up` "
+                   "continues",
+    },
+    "conversation_turns": {
+        "conversation": "its conversation",
+        "n": "1, 2, … within its conversation",
+        "asked_at": "when it was asked (ISO 8601, UTC, milliseconds)",
+        "question": "the question as asked",
+        "answer": "the answer's text",
+        "outcome": "`answer`, `passages` or `not_found`",
+        "mode": "`claude` or `extractive`",
+        "citations": "JSON array: the answer's citations (root, path, lines, verified)",
+        "searched": "what retrieval searched for it (a follow-up is searched with its "
+                    "conversation's earlier questions)",
+    },
+}
 CONVERSATIONS = """\
-## Conversations
+## Conversations: `<index>.conversations`
 
-`brainbot ask` keeps the turns of its conversations (issue 34) in a second SQLite file
-beside the index, `<index>.conversations`, never in the index itself. Its tables are not
-described here yet.
+`brainbot ask`, `chat` and the daemon keep the turns of their conversations in a second
+SQLite file beside the index, named after the index's real path plus `.conversations`,
+never in the index itself: a rebuild or `brainbot copy` of the index leaves it alone
+(`copy` carries its conversations to the target). It is created by the first saved turn,
+marked as brainbot's (`PRAGMA application_id` {app_id}, `PRAGMA user_version`
+{version}), and keeps SQLite's rollback journal, not WAL. A Postgres index keeps the same
+two tables in its own schema. In the `sqlite3` shell, beside the index:
+
+```sql
+ATTACH 'notes.db.conversations' AS c;
+-- the latest conversation's questions, in order
+SELECT t.n, t.question, t.outcome FROM c.conversation_turns t
+WHERE t.conversation = (SELECT id FROM c.conversations ORDER BY updated DESC LIMIT 1)
+ORDER BY t.n;
+```
 """
 
 
@@ -260,6 +295,17 @@ def build_index(folder: Path) -> Path:
     with Indexer(db, embed=False) as ix:
         ix.index_paths([EXAMPLES])
     return db
+
+
+def build_conversations(db: Path) -> Path:
+    """The conversations file beside the index ``db``, made by saving one turn."""
+    from brainbot.store.conversations import Turn
+    from brainbot.store.sqlite.conversations import SidecarConversations, sidecar_path
+
+    SidecarConversations(db).append("3f2a9c1b8e0d", Turn(
+        question="How often do I feed the starter?", answer="Twice a day.",
+        outcome="answer", mode="extractive"))
+    return sidecar_path(db)
 
 
 def read_schema(db_path: Path) -> dict:
@@ -288,11 +334,13 @@ def read_schema(db_path: Path) -> dict:
                 "unique": [u for u in _uniques(db, name)],
             }
         views = {name: sql for kind, name, sql in rows if kind == "view"}
-        meta = dict(db.execute("SELECT key, value FROM meta"))
+        meta = dict(db.execute("SELECT key, value FROM meta")) if "meta" in tables else {}
         version = db.execute("PRAGMA user_version").fetchone()[0]
+        app_id = db.execute("PRAGMA application_id").fetchone()[0]
     finally:
         db.close()
-    return {"tables": tables, "views": views, "meta": meta, "user_version": version}
+    return {"tables": tables, "views": views, "meta": meta, "user_version": version,
+            "application_id": app_id}
 
 
 def _uniques(db, table: str) -> list[list[str]]:
@@ -304,8 +352,8 @@ def _uniques(db, table: str) -> list[list[str]]:
     return out
 
 
-def check(schema: dict) -> None:
-    """SystemExit naming each table, view, column or meta key that the file and the
+def check(schema: dict, conversations: dict | None = None) -> None:
+    """SystemExit naming each table, view, column or meta key that the files and the
     descriptions above do not both have."""
     problems = []
 
@@ -325,6 +373,11 @@ def check(schema: dict) -> None:
                         f"docs/make_schema.py's MIGRATIONS names {len(MIGRATIONS)}")
     for table, info in schema["tables"].items():
         compare(f"column of {table}:", [c[0] for c in info["columns"]], COLUMNS.get(table, {}))
+    if conversations is not None:
+        compare("conversations table", conversations["tables"], CONVERSATION_TABLES)
+        for table, info in conversations["tables"].items():
+            compare(f"column of {table}:", [c[0] for c in info["columns"]],
+                    CONVERSATION_COLUMNS.get(table, {}))
     if problems:
         raise SystemExit("\n".join(problems))
 
@@ -348,13 +401,13 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def table_section(name: str, info: dict) -> str:
-    lines = [f"### `{name}`", "", TABLES[name], ""]
+def table_section(name: str, info: dict, tables=TABLES, columns=COLUMNS) -> str:
+    lines = [f"### `{name}`", "", tables[name], ""]
     lines += ["| column | type | null | key | what it holds |", "|---|---|---|---|---|"]
     for col in info["columns"]:
         cname, ctype, notnull, default, pk, _ = col
         null = "" if notnull or pk else "yes"
-        what = COLUMNS[name][cname] + (f" (default `{default}`)" if default not in
+        what = columns[name][cname] + (f" (default `{default}`)" if default not in
                                         (None, "") else "")
         lines.append(f"| `{cname}` | {ctype or 'any'} | {null} | {_key(info, col)} | "
                      f"{_cell(what)} |")
@@ -378,8 +431,8 @@ def meta_section(meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render(schema: dict) -> str:
-    check(schema)
+def render(schema: dict, conversations: dict) -> str:
+    check(schema, conversations)
     order = list(TABLES)
     migrations = ", ".join(f"{n} {what}" for n, what in enumerate(MIGRATIONS, 1))
     parts = [INTRO.format(migrations=migrations),
@@ -391,13 +444,24 @@ def render(schema: dict) -> str:
         first, _, rest = sql.strip().partition("\n")
         body = textwrap.indent(textwrap.dedent(rest), "    ")
         parts += [f"### `{name}`", "", VIEWS[name], "", "```sql", first, body, "```", ""]
-    parts += [meta_section(schema["meta"]), VECTORS, QUERIES, CHUNK_RECORD, CONVERSATIONS]
+    parts += [meta_section(schema["meta"]), VECTORS, QUERIES, CHUNK_RECORD,
+              CONVERSATIONS.format(app_id=hex(conversations["application_id"]),
+                                   version=conversations["user_version"])]
+    parts += [table_section(name, conversations["tables"][name], CONVERSATION_TABLES,
+                            CONVERSATION_COLUMNS) for name in CONVERSATION_TABLES]
     return "\n".join(parts).rstrip("\n") + "\n"
+
+
+def read_both(folder: Path) -> tuple[dict, dict]:
+    """The schema of an index of examples/notes made in ``folder``, and of its
+    conversations file."""
+    db = build_index(folder)
+    return read_schema(db), read_schema(build_conversations(db))
 
 
 def build() -> str:
     with tempfile.TemporaryDirectory() as tmp:
-        return render(read_schema(build_index(Path(tmp))))
+        return render(*read_both(Path(tmp)))
 
 
 def main() -> None:

@@ -70,18 +70,20 @@ def test_schema_md_is_what_a_real_index_holds():
 
 def test_schema_check_names_a_column_or_table_missing_from_the_page(tmp_path):
     make_schema = generator("make_schema")
-    schema = make_schema.read_schema(make_schema.build_index(tmp_path))
+    schema, conversations = make_schema.read_both(tmp_path)
     schema["tables"]["chunks"]["columns"].append(("new_col", "TEXT", False, None, 0, None))
     schema["tables"]["novel"] = {"columns": [], "indexes": [], "without_rowid": False,
                                  "unique": []}
     del schema["meta"]["index_id"]
+    conversations["tables"]["conversation_turns"]["columns"].pop()
     with pytest.raises(SystemExit) as caught:
-        make_schema.render(schema)
+        make_schema.render(schema, conversations)
     message = str(caught.value)
     assert "column of chunks: new_col is in the index but not described" in message
     assert "table novel is in the index but not described" in message
     assert "meta key index_id is described in docs/make_schema.py but not in the index" \
         in message
+    assert "column of conversation_turns: searched is described" in message
 
 
 def sql_statements(text: str) -> list[str]:
@@ -117,3 +119,19 @@ def test_the_vector_example_finds_the_note(examples_db, tmp_path, monkeypatch):
     rows = scope["rows"]
     assert len(rows) == 5 and rows[0][0] == "cooking/sourdough.md"
     assert all(0 <= d <= 2 for _, _, d in rows) and rows == sorted(rows, key=lambda r: r[2])
+
+
+def test_the_conversations_sql_runs_beside_a_real_index(tmp_path, monkeypatch):
+    import sqlean as sqlite3
+
+    make_schema = generator("make_schema")
+    db = make_schema.build_index(tmp_path)
+    make_schema.build_conversations(db)
+    monkeypatch.chdir(tmp_path)
+    text = make_schema.CONVERSATIONS.format(app_id="", version="")
+    con = sqlite3.connect(str(db))
+    try:
+        rows = [con.execute(s).fetchall() for s in sql_statements(text)]
+    finally:
+        con.close()
+    assert rows[-1] == [(1, "How often do I feed the starter?", "answer")]
