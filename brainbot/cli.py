@@ -13,8 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import __version__
-from .cli_args import COMMANDS, _db_default
+from .cli_args import COMMANDS, Version, _db_default
 from .errors import BrainbotError, InputError, NotUTF8Error
 
 # The arguments of each command that are text, not file names: a lone surrogate in one is
@@ -542,44 +541,12 @@ def cmd_copy(args) -> int:
 
 
 # -- parser ---------------------------------------------------------------------------
-def version_line() -> str:
-    """What a bug report needs: brainbot's version, Python's, the embedding model and the
-    kernel path this CPU runs. Loads neither numpy nor the model (a few ms: the C
-    extension's import and model/files' constants)."""
-    import platform
-
-    from .model.files import MODEL_ID
-
-    try:
-        from ._kernel import ffi, lib
-    except ImportError:
-        kernel = "numpy kernels (the C extension is not built)"
-    else:
-        # kernel/native's BRAINBOT_SIMD rule, without its numpy import: scalar forces the
-        # plain C twins, anything else is the CPU's best path (0).
-        forced = 1 if os.environ.get("BRAINBOT_SIMD") == "scalar" else 0
-        kernel = f"C kernel {ffi.string(lib.bb_backend(forced)).decode()}"
-    return (f"brainbot {__version__} (Python {platform.python_version()}) · model {MODEL_ID} "
-            f"· {kernel}")
-
-
-class _Version(argparse.Action):
-    """--version, its line made only when asked: `brainbot --help` stays instant."""
-
-    def __init__(self, option_strings, dest=argparse.SUPPRESS, **kwargs) -> None:
-        super().__init__(option_strings, dest, default=argparse.SUPPRESS, **kwargs)
-
-    def __call__(self, parser, namespace, values, option_string=None) -> None:
-        print(version_line())
-        parser.exit()
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="brainbot",
         description="Question answering over your markdown notes, from one SQLite file.",
         epilog="Example: brainbot index ~/notes && brainbot query 'sourdough starter'")
-    parser.add_argument("--version", action=_Version, nargs=0,
+    parser.add_argument("--version", action=Version, nargs=0,
                         help="show brainbot's version, its embedding model and the search "
                              "kernel this CPU runs, and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

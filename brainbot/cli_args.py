@@ -1,7 +1,8 @@
 """The `brainbot` command's grammar: every subcommand, its options and its help text.
 
 Each parser names the function of brainbot/cli.py that runs it (``func``, a name), so this
-module imports nothing of the library and `brainbot --help` stays instant.
+module imports nothing of the library and `brainbot --help` stays instant; `--version`
+reads the model's id and the C extension's kernel path only when it is asked for.
 """
 
 from __future__ import annotations
@@ -20,6 +21,39 @@ def _db_option(p: argparse.ArgumentParser, default=True) -> None:
     p.add_argument("--db", default=_db_default() if default else None, metavar="FILE|URL",
                    help=f"the index: a SQLite file or a postgresql:// URL "
                         f"(default: $BRAINBOT_DB or ./{DEFAULT_DB})")
+
+
+def version_line() -> str:
+    """What a bug report needs: brainbot's version, Python's, the embedding model and the
+    kernel path this CPU runs. Loads neither numpy nor the model (a few ms: the C
+    extension's import and model/files' constants)."""
+    import platform
+
+    from . import __version__
+    from .model.files import MODEL_ID
+
+    try:
+        from ._kernel import ffi, lib
+    except ImportError:
+        kernel = "numpy kernels (the C extension is not built)"
+    else:
+        # kernel/native's BRAINBOT_SIMD rule, without its numpy import: scalar forces the
+        # plain C twins, anything else is the CPU's best path (0).
+        forced = 1 if os.environ.get("BRAINBOT_SIMD") == "scalar" else 0
+        kernel = f"C kernel {ffi.string(lib.bb_backend(forced)).decode()}"
+    return (f"brainbot {__version__} (Python {platform.python_version()}) · model {MODEL_ID} "
+            f"· {kernel}")
+
+
+class Version(argparse.Action):
+    """--version, its line made only when asked: `brainbot --help` stays instant."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, **kwargs) -> None:
+        super().__init__(option_strings, dest, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(version_line())
+        parser.exit()
 
 
 def _positive(text: str) -> int:
