@@ -100,6 +100,20 @@ class Terminal:
     def type(self, keys: str) -> None:
         os.write(self.fd, keys.encode())
 
+    def wait_reading(self, timeout: float = 60) -> None:
+        """Wait until the chat's main thread sleeps waiting for the terminal. A Ctrl-C
+        typed the moment the prompt shows can land between readline printing it and its
+        select() (CPython's call_readline): the handler only sets a flag, and select() then
+        sleeps on until the next key. Seen under a CPU hog; a person is never that fast."""
+        path = Path(f"/proc/{self.pid}/syscall")
+        if not path.exists():  # not Linux: nothing to read the wait from
+            return
+        deadline = time.monotonic() + timeout
+        # select, poll, pselect6, ppoll: where readline waits for a key
+        while path.read_text().split()[0] not in ("23", "7", "270", "271"):
+            assert time.monotonic() < deadline, "the chat never waited for a key"
+            time.sleep(0.02)
+
     def exit_code(self, timeout: float = 60) -> int:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -154,6 +168,7 @@ extractive.extractive_answer = wait
 def test_in_a_terminal_ctrl_c_ends_it_cleanly_at_the_prompt_and_mid_answer(db, tmp_path):
     chat = Terminal(db, {**offline(), "TERM": "dumb"})
     chat.read_until("\n" + PROMPT)
+    chat.wait_reading()
     chat.type("\x03")  # Ctrl-C at the prompt
     assert chat.exit_code() == 0 and "Traceback" not in chat.seen
 
