@@ -14,6 +14,10 @@ reads the earlier turns of a conversation the request carries (``earlier_turns``
 ``questions``) to answer a follow-up.
 ``hold()`` keeps every request waiting, as a model still thinking, until ``release()``;
 ``held`` counts the requests waiting (a test waits for that condition, not for a time).
+``pace()`` lets a streamed reply start but stops it after each text delta, as a model
+between two words, until ``step()`` lets the next one out (or ``release()`` the rest):
+a test sees the text that came so far while the model is still held. ``Reply.pieces``
+says how many text deltas each text block streams in.
 What this fake does not do: count tokens, check the model name, or validate the request
 beyond parsing it as JSON.
 """
@@ -25,6 +29,7 @@ import os
 import threading
 import uuid
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -38,6 +43,7 @@ class Reply:
     headers: dict = field(default_factory=dict)
     content_type: str = "application/json"
     stream_error: dict | None = None  # an SSE "error" event sent after message_start
+    pieces: int = 2  # text deltas a streamed text block is cut into
 
 
 @dataclass
@@ -158,7 +164,9 @@ class FakeAnthropic:
         self.lock = threading.Lock()
         self.gate = threading.Event()  # set: replies go out; clear: they wait (hold())
         self.gate.set()
-        self.held = 0  # requests waiting at the gate now
+        self.held = 0  # requests waiting at the gate now (or between deltas, paced)
+        self.pacing = threading.Condition()
+        self.paced, self.steps = False, 0  # pace(): deltas wait for step()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, args=(0.02,),
@@ -179,6 +187,41 @@ class FakeAnthropic:
 
     def release(self) -> None:
         self.gate.set()
+        with self.pacing:
+            self.paced, self.steps = False, 0
+            self.pacing.notify_all()
+
+    def pace(self) -> None:
+        """From now on a streamed reply stops after each text delta until step()."""
+        with self.pacing:
+            self.paced, self.steps = True, 0
+
+    def step(self) -> None:
+        """Let one paced reply go on to its next text delta."""
+        with self.pacing:
+            self.steps += 1
+            self.pacing.notify_all()
+
+    @contextmanager
+    def _paced(self, event: dict):
+        """Around writing one streamed event: paced, a text delta counts as held from
+        before it is written (a client that has read it sees the model held) until
+        step() or release()."""
+        paced = self.paced and event.get("delta", {}).get("type") == "text_delta"
+        if paced:
+            with self.lock:
+                self.held += 1
+        try:
+            yield
+            if paced:
+                with self.pacing:
+                    self.pacing.wait_for(lambda: self.steps or not self.paced)
+                    if self.paced:
+                        self.steps -= 1
+        finally:
+            if paced:
+                with self.lock:
+                    self.held -= 1
 
     def wait_held(self, n: int, timeout: float = 120.0) -> None:
         """Wait until ``n`` requests are waiting at the gate."""
@@ -262,15 +305,17 @@ def _handler(fake: FakeAnthropic):
             self.send_header("cache-control", "no-cache")
             self.send_header("connection", "close")
             self.end_headers()
-            for event in sse_events(reply.body, reply.stream_error):
-                self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
-                self.wfile.flush()
+            for event in sse_events(reply.body, reply.stream_error, reply.pieces):
+                with fake._paced(event):
+                    self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"
+                                     .encode())
+                    self.wfile.flush()
 
     return Handler
 
 
-def sse_events(msg: dict, stream_error: dict | None = None) -> list[dict]:
-    """A message as the API streams it."""
+def sse_events(msg: dict, stream_error: dict | None = None, pieces: int = 2) -> list[dict]:
+    """A message as the API streams it, each text block in ``pieces`` deltas."""
     start = {k: v for k, v in msg.items() if k not in ("content", "stop_reason")}
     start.update(content=[], stop_reason=None,
                  usage={"input_tokens": msg["usage"]["input_tokens"], "output_tokens": 1})
@@ -285,7 +330,8 @@ def sse_events(msg: dict, stream_error: dict | None = None) -> list[dict]:
                 events.append({"type": "content_block_delta", "index": i,
                                "delta": {"type": "citations_delta", "citation": c}})
             value = block["text"]
-            for piece in (value[: len(value) // 2], value[len(value) // 2:]):
+            cuts = [len(value) * i // pieces for i in range(pieces + 1)]
+            for piece in (value[a:b] for a, b in zip(cuts, cuts[1:])):
                 if piece:
                     events.append({"type": "content_block_delta", "index": i,
                                    "delta": {"type": "text_delta", "text": piece}})

@@ -15,7 +15,9 @@ controls). No CORS headers are ever sent, and the page may not be framed. A non-
 ``--host`` needs ``--token`` (or ``BRAINBOT_TOKEN``, which `ps` does not show), and then
 every request needs ``Authorization: Bearer <token>``. Bad input is a 400 carrying
 brainbot's one-line message as JSON, a body over MAX_BODY a 413, an ask past the queue a
-503; an unexpected failure is a 500 with one line, and the daemon goes on.
+503; an unexpected failure is a 500 with one line, and the daemon goes on. An ask whose
+request says ``Accept: text/event-stream`` is answered as Server-Sent Events, its text as
+it comes and then the same JSON (serve/sse.py).
 
 The port is bound before anything else: a port in use is one line and exit 2 before the
 index is even opened, and the daemon file (serve/announce.py) is written only once the
@@ -38,6 +40,8 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 from brainbot.errors import BrainbotError, InputError, ServerBusyError
+
+from . import sse
 
 if TYPE_CHECKING:
     from .announce import Announced
@@ -107,25 +111,32 @@ class Refused(Exception):
 
 
 def _route(handler):
-    """A route handler whose failures are one-line JSON replies: Refused with its status,
-    a full ask queue 503, brainbot's other errors 400, anything else 500 (logged)."""
+    """A route handler whose record is a JSON reply (a streamed answer is its own response,
+    serve/sse.py) and whose failures are one-line JSON replies (``_failure``)."""
     @functools.wraps(handler)
     async def route(self, request):
         from starlette.responses import JSONResponse
 
         try:
-            return JSONResponse(await handler(self, request))
-        except Refused as exc:
-            return _error(exc.status, str(exc))
-        except ServerBusyError as exc:
-            return _error(503, str(exc))
-        except BrainbotError as exc:
-            return _error(400, str(exc))
+            reply = await handler(self, request)
         except Exception as exc:  # noqa: BLE001 - one request fails, the daemon goes on
-            log.exception("request failed")
-            return _error(500, f"internal error: {type(exc).__name__}")
+            return _error(*_failure(exc))
+        return JSONResponse(reply) if isinstance(reply, dict) else reply
 
     return route
+
+
+def _failure(exc: Exception) -> tuple[int, str]:
+    """A failure's status and one line: Refused with its own status, a full ask queue 503,
+    brainbot's other errors 400, anything else 500 (logged with its traceback)."""
+    if isinstance(exc, Refused):
+        return exc.status, str(exc)
+    if isinstance(exc, ServerBusyError):
+        return 503, str(exc)
+    if isinstance(exc, BrainbotError):
+        return 400, str(exc)
+    log.error("request failed", exc_info=exc)
+    return 500, f"internal error: {type(exc).__name__}"
 
 
 class Api:
@@ -184,20 +195,22 @@ class Api:
         k = 8 if body.get("k") is None else body["k"]  # ask's own default
         if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= 50:
             raise InputError("k must be a whole number from 1 to 50")
-        index = _index_field(body)
-        thread = _thread_fields(body)
-        return await self.service.asks.run(self._ask, question, k, bool(body.get("cli")),
-                                           index, thread)
+        args = (question, k, bool(body.get("cli")), _index_field(body), _thread_fields(body))
+        if sse.wanted(request.headers.get("accept", "")):
+            return sse.AnswerStream(self.service.asks, self._ask, args,
+                                    lambda exc: _failure(exc)[1])
+        return await self.service.asks.run(self._ask, *args)
 
     def _ask(self, question: str, k: int, cli: bool, index: dict | None,
-             thread: tuple = (None, False)) -> dict:
+             thread: tuple = (None, False), on_text=None) -> dict:
         """What `ask --json` prints, with ``partial_index``; for the CLI (``cli``) also
         its text output and its partial-index note (``partial``). In an ask's thread: the
         lock is taken for the checks and by the ask itself, never around the model.
-        ``thread``: the conversation to continue, and whether to continue the latest."""
+        ``thread``: the conversation to continue, and whether to continue the latest;
+        ``on_text``: where the model's text goes as it comes (a streamed ask)."""
         with self.service.index_lock:
             self._check(index)
-        answer = self.service.answer(question, k, *thread)
+        answer = self.service.answer(question, k, *thread, on_text=on_text)
         with self.service.index_lock:
             self._check(index)
             reply = self.service.noted(answer.to_dict())

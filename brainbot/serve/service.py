@@ -15,8 +15,8 @@ asks wait on the model (issue 32, M4). Asks run in threads of their own (``Asks`
 in the thread pool the other calls share (anyio's, 40 threads), so waiting asks cannot
 starve them either; at most ASK_WORKERS run at once and ASK_QUEUE more wait, and one more
 is refused at once (ServerBusyError: a 503, a tool error) rather than queued for minutes.
-A streaming ask fits the same shape: its thread hands the model's text on as it comes
-(``ask(..., stream=True, out=...)``), outside the lock, and takes the lock as above.
+A streamed ask (serve/sse.py) fits the same shape: its thread hands the model's text on
+as it comes (``answer(..., on_text=...)``), outside the lock, and takes the lock as above.
 
 What the MCP tools and the HTTP routes add (argument schemas, status codes, the
 handshake) lives in serve/mcp.py and serve/http.py; text that is not UTF-8 is refused
@@ -90,19 +90,34 @@ class Asks:
 
     async def run(self, fn, *args):
         """``fn(*args)`` in an ask's thread, once one is free."""
-        import functools
+        self.admit()
+        try:
+            return await self.work(fn, *args)
+        finally:
+            self.leave()
 
-        import anyio.to_thread
-
+    def admit(self) -> None:
+        """Count one more ask in flight, or ServerBusyError when ASK_QUEUE already wait;
+        each admit is paired with a leave(). A streamed ask is admitted before its first
+        byte, so that a full queue is still a 503 (serve/sse.py)."""
         if self.in_flight >= self.workers + self.queue:
             raise ServerBusyError(f"this server is answering {self.workers} questions and "
                                   f"{self.queue} more are waiting; ask again shortly")
         self.in_flight += 1
-        try:
-            return await anyio.to_thread.run_sync(functools.partial(fn, *args),
-                                                  limiter=self.limiter)
-        finally:
-            self.in_flight -= 1
+
+    def leave(self) -> None:
+        self.in_flight -= 1
+
+    async def work(self, fn, *args):
+        """``fn(*args)`` of an admitted ask in an ask's thread, once one is free. Cancelled
+        while it waits for one, it never runs; once running, it runs to its end (anyio
+        waits for the thread), so a turn is saved whole or not at all."""
+        import functools
+
+        import anyio.to_thread
+
+        return await anyio.to_thread.run_sync(functools.partial(fn, *args),
+                                              limiter=self.limiter)
 
     def state(self) -> dict[str, int]:
         """How many asks are being answered and how many wait for a worker."""
@@ -217,13 +232,14 @@ class Service:
             return self.noted(answer.to_dict())
 
     def answer(self, question, k: int = 8, conversation: str | None = None,
-               follow_up: bool = False):
+               follow_up: bool = False, on_text=None):
         """The Answer itself (serve renders the CLI's text from it); ``k`` chunks per
         search, as `ask -k`; the next turn of ``conversation`` (of the latest with
         ``follow_up``, else of a new one), saved beside the index (ask/conversation.py:
         its own file or tables, so not under the index lock). Called without the lock:
         the ask takes it for each piece of index work and lets it go while the model
-        thinks."""
+        thinks. ``on_text(piece)`` receives the model's text as it streams (in this
+        thread, outside the lock: serve/sse.py relays it)."""
         from brainbot.ask.conversation import converse
 
         NotUTF8Error.check(question, "the question")
@@ -231,7 +247,7 @@ class Service:
             NotUTF8Error.check(conversation, "the conversation")
         return converse(question, db=self.db, conversation=conversation,
                         follow_up=follow_up, k=k, searcher=self.searcher,
-                        lock=self.index_lock)
+                        lock=self.index_lock, on_text=on_text)
 
     def partial_index(self, what: str = "vector and hybrid results") -> str | None:
         """One line while chunks lack a vector: how many are embedded, what fills in the
