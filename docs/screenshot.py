@@ -1,5 +1,6 @@
 """Take docs/page.png: the page of `brainbot serve` over examples/notes, in the same headless
-chromium the browser test drives (tests/test_browser.py), with a search, an answer and its
+chromium the browser test drives (tests/test_browser.py), with a search and, beside its hits,
+a conversation of two turns (a question, then a follow-up that means nothing alone) with a
 verified citation opened, and a note with its related notes, each note's markdown rendered.
 
     python docs/screenshot.py [--db FILE] [--out docs/page.png]
@@ -22,7 +23,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-QUERY = "how often do I feed the sourdough starter"
+QUERY = "What do I make with the sourdough discard?"
+FOLLOW_UP = "how long do the crackers keep?"  # examples/conversations.jsonl
 
 
 def free_port() -> int:
@@ -48,15 +50,19 @@ def start(db: Path) -> tuple[subprocess.Popen, str]:
 
 def shoot(base: str, out: Path) -> None:
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
     from test_browser import cards, chrome, search, wait
 
     driver = chrome(1400, 1500)
     try:
         driver.get(base + "/")
-        hits = search(driver, QUERY)
+        search(driver, QUERY)
         driver.find_element(By.ID, "ask").click()
-        wait(driver, lambda d: cards(d, "#answer button.citation"))
-        cards(driver, "#answer button.citation")[0].click()
+        wait(driver, lambda d: cards(d, "#turns > .turn:nth-child(1) button.citation"))
+        driver.find_element(By.ID, "follow-up").send_keys(FOLLOW_UP, Keys.ENTER)
+        second = "#turns > .turn:nth-child(2) button.citation"
+        wait(driver, lambda d: cards(d, second))
+        cards(driver, second)[0].click()
         wait(driver, lambda d: cards(d, "#answer .passage .md h3, #answer .passage .md p, "
                                         "#answer .passage .md li"))
         hits = cards(driver, "#hits .card.hit")

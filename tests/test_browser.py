@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 from urllib.parse import quote
 
+import fake_anthropic as fa
 import pytest
 from test_serve import Daemon, partial_daemon  # noqa: F401 - a fixture
 
@@ -225,6 +226,139 @@ def test_ask_shows_a_verified_citation_and_its_lines(driver, site):
     lines = cards(driver, "#answer .passage pre.lines")[0]
     assert lines.is_displayed() and "twice a day" in lines.text
     assert lines.text.lstrip().startswith("3  ")
+
+
+# -- the conversation: an answer streamed into a thread, a follow-up, a new conversation --
+QUESTION = "feed the sourdough starter"  # searched as typed, then asked
+
+
+def sourdough(body) -> int:
+    """Which search result sent to the model is the sourdough note."""
+    return next(i for i, b in enumerate(fa.search_results(body))
+                if b["source"].startswith("bread/sourdough.md"))
+
+
+def twice(body):
+    """The first answer: one sentence citing the sourdough note, in four text deltas."""
+    said = fa.message(fa.text("You feed it twice a day, morning and evening.",
+                              [fa.cite_text(body, sourdough(body), "twice")]))
+    said.pieces = 4
+    return said
+
+
+@pytest.fixture(scope="module")
+def fake():
+    with fa.FakeAnthropic() as f:
+        yield f
+
+
+@pytest.fixture(scope="module")
+def claude_site(tmp_path_factory, shared_embedder, fake):
+    """The vault of ``site`` served by a daemon whose Claude is the fake Messages API."""
+    vault = tmp_path_factory.mktemp("claude") / "Vault"
+    for rel, body in NOTES.items():
+        (vault / rel).parent.mkdir(parents=True, exist_ok=True)
+        (vault / rel).write_text(body, encoding="utf-8")
+    with Indexer(vault.parent / "c.db", embedder=shared_embedder) as ix:
+        ix.index_paths([vault])
+    d = Daemon(vault.parent / "c.db", env={"ANTHROPIC_BASE_URL": fake.url,
+                                           "ANTHROPIC_API_KEY": "test-key"})
+    yield f"http://127.0.0.1:{d.port}"
+    fake.release()
+    assert d.stop() in (0, -15)
+
+
+def answer_text(driver, n: int) -> str:
+    """The text of turn ``n`` (from 1) of the thread as painted now; "" before it is."""
+    return driver.execute_script(
+        "const t = document.querySelector(`#turns > .turn:nth-child(${arguments[0]}) .text`);"
+        " return t ? t.textContent : '';", n)
+
+
+def turns(driver) -> list:
+    return cards(driver, "#turns > .turn")
+
+
+def test_an_answer_streams_into_a_thread_and_a_follow_up_continues_it(driver, claude_site,
+                                                                     fake):
+    """Ask: the answer's text is painted while the model is still held between its words
+    (two partial states before the end), then its verified citation, whose lines open.
+    A follow-up is a second turn of the same conversation, sent with its id; "new
+    conversation" clears the thread, and the next Ask starts another one."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    sent = []
+
+    def flour(body):
+        sent.append(body)
+        cited = fa.cite_text(body, sourdough(body), "rye flour")
+        return fa.message(fa.text("Rye flour and water.", [cited]))
+
+    driver.get(claude_site + "/")
+    search(driver, QUESTION)
+    fake.push(twice, flour, twice)
+    fake.pace()
+    try:
+        driver.find_element(By.ID, "ask").click()
+        first = wait(driver, lambda d: answer_text(d, 1))
+        assert fake.held == 1  # the model has more to say
+        fake.step()
+        second = wait(driver, lambda d: answer_text(d, 1) not in ("", first) and
+                      answer_text(d, 1))
+        assert second.startswith(first) and fake.held == 1
+    finally:
+        fake.release()
+    wait(driver, lambda d: cards(d, "#turns > .turn:nth-child(1) button.citation"))
+    final = answer_text(driver, 1)
+    assert final.startswith("You feed it twice a day") and "[1]" in final
+    assert len({first, second, final}) == 3
+    cite = cards(driver, "#turns > .turn:nth-child(1) button.citation")[0]
+    assert "verified" in cite.text and "bread/sourdough.md" in cite.text
+    cite.click()
+    wait(driver, lambda d: "with rye flour" in d.find_element(By.ID, "answer").text)
+
+    box = driver.find_element(By.ID, "follow-up")
+    box.send_keys("and what do I feed it?", Keys.ENTER)
+    wait(driver, lambda d: cards(d, "#turns > .turn:nth-child(2) button.citation"))
+    assert answer_text(driver, 2).startswith("Rye flour and water.")
+    ids = [t.get_attribute("data-conversation") for t in turns(driver)]
+    assert len(ids) == 2 and ids[0] and ids[0] == ids[1]
+    assert [q for q, _, _ in fa.earlier_turns(sent[0])] == [QUESTION]
+    assert QUESTION in turns(driver)[0].text and "what do I feed" in turns(driver)[1].text
+
+    driver.find_element(By.ID, "new-conversation").click()
+    assert not turns(driver) and not driver.find_element(By.ID, "answer").is_displayed()
+    assert cards(driver, "#hits .card.hit")  # the search results stay
+    driver.find_element(By.ID, "ask").click()
+    wait(driver, lambda d: cards(d, "#turns > .turn button.citation"))
+    again = [t.get_attribute("data-conversation") for t in turns(driver)]
+    assert len(again) == 1 and again[0] not in ("", ids[0])
+
+
+def test_the_thread_is_beside_the_hits_on_a_wide_screen_and_above_them_on_a_narrow_one(
+        driver, site):
+    """Two columns at 1400 px (the hits, and the conversation beside them); one at
+    700 px, the conversation first. The offline answer is one turn too."""
+    from selenium.webdriver.common.by import By
+
+    base, _ = site
+    driver.get(base + "/")
+    search(driver, "feed the sourdough starter")
+    driver.find_element(By.ID, "ask").click()
+    wait(driver, lambda d: cards(d, "#turns > .turn button.citation"))
+    try:
+        for width, beside in ((1400, True), (700, False)):
+            driver.set_window_size(width, 1000)
+            hits, thread = (driver.find_element(By.ID, i).rect for i in ("hits", "answer"))
+            if beside:
+                assert thread["x"] >= hits["x"] + hits["width"]
+                assert thread["y"] < hits["y"] + hits["height"]
+            else:
+                assert thread["x"] == hits["x"]
+                assert thread["y"] + thread["height"] <= hits["y"]
+    finally:
+        driver.set_window_size(1400, 1000)
 
 
 TWO_ROOTS = {

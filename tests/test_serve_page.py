@@ -53,10 +53,10 @@ def test_the_page_has_what_the_issue_asks_for():
     js = (STATIC / "app.js").read_text()
     css = (STATIC / "style.css").read_text()
     for needle in ('id="q"', 'id="mode"', 'id="tag"', 'id="path"', 'id="since"',
-                   'id="ask"'):
+                   'id="ask"', 'id="follow-up"', 'id="new-conversation"'):
         assert needle in html
     for needle in ("/api/search", "/api/ask", "/api/get", "DEBOUNCE_MS = 250", '"/"',
-                   "stale", "embedded"):
+                   "stale", "embedded", "text/event-stream", "getReader()"):
         assert needle in js
     assert "prefers-color-scheme: dark" in css
 

@@ -319,10 +319,12 @@ function citationButton(cite) {
   return button;
 }
 
+// The passages nearest the question: folded away under an answer, open under a refusal.
 function nearMisses(answer) {
   const near = answer.nearest || [];
   if (!near.length) return null;
-  const box = el("div", {}, el("h3", { text: "Nearest passages" }));
+  const box = el("details", { class: "nearest" }, el("summary", { text: "Nearest passages" }));
+  box.open = answer.refused;
   for (const n of near) {
     const where = n.path ? `${n.path}:${n.start_line}-${n.end_line}` : JSON.stringify(n);
     box.append(el("p", { class: "muted", text: where }));
@@ -330,25 +332,154 @@ function nearMisses(answer) {
   return box;
 }
 
-async function ask() {
-  const question = $("q").value.trim();
-  const box = $("answer");
-  if (!question) { $("q").focus(); return; }
-  box.hidden = false;
-  box.replaceChildren(el("p", { class: "muted", text: "Thinking…" }));
-  try {
-    const a = await api("POST", "/api/ask", { question });
-    const head = el("h2", { text: "Answer" },
-      el("span", { class: a.refused ? "badge bad" : "badge ok", text: a.outcome }),
-      el("span", { class: "badge embedded", text: a.mode }));
-    const cites = el("div", {}, ...(a.citations || []).map(citationButton));
-    const partial = a.partial_index ? el("p", { class: "muted partial",
-      text: a.partial_index }) : null;
-    box.replaceChildren(el("div", { class: "card" }, head, partial,
-      el("p", { class: "text", text: a.answer || "" }), cites, nearMisses(a)));
-  } catch (err) {
-    box.replaceChildren(el("p", { class: "error", text: err.message }));
+// -- the conversation: a thread of asks, each answer streamed in as it comes -------------
+// POST /api/ask with Accept: text/event-stream answers as Server-Sent Events: "text"
+// events while the model speaks, then "answer" (the whole answer's JSON) or "error".
+// EventSource cannot POST, so the body is read here with a stream reader.
+let conversation = null;  // the thread's id, once its first answer named it
+let asking = null;  // the AbortController of the answer streaming in, if one is
+
+// One event of an event stream's text ("event:" and "data:" lines; ":" a comment), or
+// null for a block with no data (a heartbeat).
+function sseEvent(block) {
+  let name = "message";
+  const data = [];
+  for (const line of block.split(/\r?\n/)) {
+    const colon = line.indexOf(":");
+    if (colon === 0) continue;
+    const field = colon < 0 ? line : line.slice(0, colon);
+    const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+    if (field === "event") name = value;
+    else if (field === "data") data.push(value);
   }
+  return data.length ? { name, data: data.join("\n") } : null;
+}
+
+// Each event of ``response``'s body to ``onEvent(name, data)`` as it arrives.
+async function readEvents(response, onEvent) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      buffer += decoder.decode(value, { stream: !done });
+      const blocks = buffer.split(/\r?\n\r?\n/);
+      buffer = done ? "" : blocks.pop();
+      for (const block of blocks) {
+        const event = sseEvent(block);
+        if (event) onEvent(event.name, JSON.parse(event.data));
+      }
+      if (done) return;
+    }
+  } finally {
+    reader.cancel().catch(() => {});
+  }
+}
+
+// The answer to ``body`` ({question, conversation?}); ``onText(piece)`` paints the text
+// as it comes. A refusal before the stream (bad input, a full queue) is the plain JSON.
+async function askStream(body, onText, signal) {
+  const r = await fetch("/api/ask", { method: "POST", signal, body: JSON.stringify(body),
+    headers: { "Content-Type": "application/json", Accept: "text/event-stream" } });
+  if (!r.ok || !(r.headers.get("Content-Type") || "").startsWith("text/event-stream")) {
+    const data = await r.json().catch(() => ({}));
+    throw new Error(data.error || `HTTP ${r.status}`);
+  }
+  let answer = null;
+  await readEvents(r, (name, data) => {
+    if (name === "text") onText(data.text);
+    else if (name === "answer") answer = data;
+    else if (name === "error") throw new Error(data.error);
+  });
+  if (!answer) throw new Error("the answer stopped before its end");
+  return answer;
+}
+
+// A new turn at the end of the thread: its question, and where its answer will come.
+function newTurn(question) {
+  const turn = {
+    meta: el("div", { class: "meta muted", text: "Thinking…" }),
+    text: el("p", { class: "text" }),
+  };
+  turn.node = el("li", { class: "card turn", "aria-busy": "true" },
+    el("h3", { class: "question", text: question }), turn.meta, turn.text);
+  $("turns").append(turn.node);
+  return turn;
+}
+
+// The answer as it is kept (its [n] marks, or the refusal the text became) in place of
+// what streamed, with its outcome, citations and nearest passages.
+function finishTurn(turn, a, question) {
+  turn.meta.replaceChildren(
+    el("span", { class: a.refused ? "badge bad" : "badge ok", text: a.outcome }),
+    el("span", { class: "badge embedded", text: a.mode }),
+    a.searched && a.searched !== question ? ` searched as: ${a.searched}` : "");
+  turn.text.textContent = a.answer || "";
+  const notes = [a.partial_index, a.conversation_note].filter(Boolean)
+    .map((line) => el("p", { class: "muted partial", text: line }));
+  turn.node.append(...notes, el("div", { class: "citations" },
+    ...(a.citations || []).map(citationButton)), nearMisses(a) || "");
+  turn.node.dataset.conversation = a.conversation || "";
+  turn.node.setAttribute("aria-busy", "false");
+}
+
+function failTurn(turn, message) {
+  turn.meta.replaceChildren(el("span", { class: "error", text: message }));
+  turn.node.setAttribute("aria-busy", "false");
+}
+
+function threadBusy(busy) {
+  $("answer").setAttribute("aria-busy", busy ? "true" : "false");
+  $("follow-up-send").disabled = busy;
+}
+
+// Ask ``question`` as the thread's next turn (its first starts the conversation).
+async function askInThread(question) {
+  const turn = newTurn(question);
+  const controller = new AbortController();
+  asking = controller;
+  threadBusy(true);
+  try {
+    const body = conversation ? { question, conversation } : { question };
+    const a = await askStream(body, (piece) => turn.text.append(piece), controller.signal);
+    conversation = a.conversation || conversation;
+    $("answer").dataset.conversation = conversation || "";
+    finishTurn(turn, a, question);
+  } catch (err) {
+    if (!controller.signal.aborted) failTurn(turn, err.message);
+  } finally {
+    if (asking === controller) { asking = null; threadBusy(false); }
+  }
+}
+
+// The Ask button: the search box's question starts a new conversation.
+function ask() {
+  const question = $("q").value.trim();
+  if (!question) { $("q").focus(); return; }
+  newConversation();
+  $("answer").hidden = false;
+  askInThread(question);
+}
+
+// The follow-up box: its question continues the thread.
+function followUp(e) {
+  e.preventDefault();
+  const question = $("follow-up").value.trim();
+  if (!question || asking) return;
+  $("follow-up").value = "";
+  askInThread(question);
+}
+
+// The thread cleared (an answer still coming is dropped here; the server keeps its turn).
+function newConversation() {
+  if (asking) asking.abort();
+  asking = null;
+  conversation = null;
+  threadBusy(false);
+  $("turns").replaceChildren();
+  delete $("answer").dataset.conversation;
+  $("answer").hidden = true;
 }
 
 async function status() {
@@ -378,6 +509,8 @@ document.addEventListener("DOMContentLoaded", () => {
     search();
   });
   $("ask").addEventListener("click", ask);
+  $("follow-up-form").addEventListener("submit", followUp);
+  $("new-conversation").addEventListener("click", () => { newConversation(); $("q").focus(); });
   vaultsReady = loadVaults();
   document.addEventListener("keydown", (e) => {
     const typing = ["INPUT", "SELECT", "TEXTAREA"].includes(document.activeElement.tagName);
