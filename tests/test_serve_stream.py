@@ -281,6 +281,43 @@ def test_a_client_gone_mid_answer_never_blocks_the_ask():
     assert finished == [True] and asks.in_flight == 0
 
 
+def test_an_ask_whose_client_went_while_it_waited_for_a_worker_never_runs():
+    """One worker, busy; a streamed ask waits for it and its client hangs up: the ask
+    leaves the queue at once and never runs, even once the worker is free."""
+    asks, busy, ran = Asks(workers=1, queue=1), threading.Event(), []
+    gone = anyio.Event()
+
+    async def until(condition):
+        while not condition():
+            await anyio.sleep(0.01)
+
+    async def main():
+        with anyio.fail_after(120):  # a hang guard, not a measurement
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(asks.run, busy.wait, 120)
+                await until(lambda: asks.in_flight == 1)
+                stream = sse.AnswerStream(asks, lambda on_text: ran.append(1), (), str)
+                tg.start_soon(run_stream_here, stream, gone)
+                await until(lambda: asks.in_flight == 2)
+                gone.set()
+                await until(lambda: asks.in_flight == 1)
+                busy.set()
+
+    anyio.run(main)
+    assert not ran and asks.in_flight == 0
+
+
+async def run_stream_here(stream, gone: anyio.Event) -> None:
+    async def receive():
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message):
+        pass
+
+    await stream({"type": "http"}, receive, send)
+
+
 def test_a_full_queue_is_a_503_before_the_stream():
     asks = Asks(workers=1, queue=0)
     asks.admit()  # one ask in flight: no room for another
