@@ -1,7 +1,8 @@
 """The page in a real browser: headless Debian chromium driven by Selenium (chromium-driver),
 against a real `brainbot serve`. Types a query, sees the hits, opens a note, follows its
 related notes, asks and opens a verified citation's lines, checks the obsidian:// links of
-a vault holding .obsidian/, and that a hostile note's <script> is shown as text.
+a vault holding .obsidian/, and that a hostile note's <script> is shown as text; the answer
+streams into a thread, and its kept text is rendered as markdown with its HTML as text.
 
 Skipped with the reason when chromium, chromedriver or selenium is missing, unless
 BRAINBOT_REQUIRE_BROWSER=1 (set by .ci/run), which makes that a failure. `make test`
@@ -334,6 +335,48 @@ def test_an_answer_streams_into_a_thread_and_a_follow_up_continues_it(driver, cl
     wait(driver, lambda d: cards(d, "#turns > .turn button.citation"))
     again = [t.get_attribute("data-conversation") for t in turns(driver)]
     assert len(again) == 1 and again[0] not in ("", ids[0])
+
+
+HOSTILE_ANSWER = ('<img src=x onerror="window.__pwned = 11"> <script>window.__pwned = 12</script> '
+                  "[more](javascript:window.__pwned=13) [page](data:text/html,<b>x</b>)")
+
+
+def test_the_kept_answer_renders_as_markdown_and_its_html_stays_text(driver, claude_site,
+                                                                    fake):
+    """The answer streams in as plain text, then is rendered as a note is (markdown.js):
+    **bold** a <strong>, a list its <li>s, [[a note]] a link that opens it. The model's raw
+    HTML stays text and its javascript: and data: links are dead: nothing runs, nothing
+    live is made, the CSP is never even tried. Its citation still opens its lines."""
+    from selenium.webdriver.common.by import By
+
+    def styled(body):
+        cited = fa.cite_text(body, sourdough(body), "twice")
+        return fa.message(fa.text("You feed it **twice** a day, see [[rye bread]]:\n\n"
+                                  "- in the morning\n- in the evening\n\n" + HOSTILE_ANSWER,
+                                  [cited]))
+
+    driver.get(claude_site + "/")
+    watch_csp(driver)
+    driver.find_element(By.ID, "q").send_keys(QUESTION)
+    fake.push(styled)
+    driver.find_element(By.ID, "ask").click()
+    wait(driver, lambda d: cards(d, "#turns > .turn button.citation"))
+    text = driver.find_element(By.CSS_SELECTOR, "#turns > .turn .text")
+    found = lambda css: [e.text for e in text.find_elements(By.CSS_SELECTOR, css)]  # noqa: E731
+    assert found("p strong") == ["twice"]
+    assert found("ul > li") == ["in the morning", "in the evening"]
+    assert '<img src=x onerror="window.__pwned = 11">' in text.text
+    assert "<script>window.__pwned = 12</script>" in text.text
+    assert found(".dead-link") == ["more", "page"] and text.text.rstrip().endswith("[1]")
+    assert_nothing_live(driver)
+    for e in text.find_elements(By.CSS_SELECTOR, ".dead-link"):
+        e.click()
+    assert_nothing_live(driver)
+    cards(driver, "#turns > .turn button.citation")[0].click()
+    wait(driver, lambda d: "with rye flour" in d.find_element(By.ID, "answer").text)
+    text.find_element(By.LINK_TEXT, "rye bread").click()
+    wait(driver, lambda d: "A dense rye loaf" in d.find_element(By.ID, "note").text)
+    assert_nothing_live(driver)
 
 
 def test_the_thread_is_beside_the_hits_on_a_wide_screen_and_above_them_on_a_narrow_one(

@@ -400,7 +400,7 @@ async function askStream(body, onText, signal) {
 function newTurn(question) {
   const turn = {
     meta: el("div", { class: "meta muted", text: "Thinking…" }),
-    text: el("p", { class: "text" }),
+    text: el("div", { class: "text" }),
   };
   turn.node = el("li", { class: "card turn", "aria-busy": "true" },
     el("h3", { class: "question", text: question }), turn.meta, turn.text);
@@ -409,13 +409,17 @@ function newTurn(question) {
 }
 
 // The answer as it is kept (its [n] marks, or the refusal the text became) in place of
-// what streamed, with its outcome, citations and nearest passages.
+// what streamed, with its outcome, citations and nearest passages. Its text is rendered
+// as a note's is (static/markdown.js: elements built one by one, never an HTML string):
+// the model's text, like the notes it quotes, is untrusted. It streamed in as plain text,
+// since half a "**" or "[a](" is not markdown yet. A link to a note resolves from the
+// note cited first.
 function finishTurn(turn, a, question) {
   turn.meta.replaceChildren(
     el("span", { class: a.refused ? "badge bad" : "badge ok", text: a.outcome }),
     el("span", { class: "badge embedded", text: a.mode }),
     a.searched && a.searched !== question ? ` searched as: ${a.searched}` : "");
-  turn.text.textContent = a.answer || "";
+  markdown(turn.text, a.answer || "", (a.citations || [])[0] || { path: "" });
   const notes = [a.partial_index, a.conversation_note].filter(Boolean)
     .map((line) => el("p", { class: "muted partial", text: line }));
   turn.node.append(...notes, el("div", { class: "citations" },
