@@ -84,10 +84,15 @@ class IncompatibleIndexError(StoreError):
 class NotAnIndexError(IncompatibleIndexError):
     """The file belongs to another application, or is damaged past reading."""
 
-    def __init__(self, target, detail: str = "") -> None:
+    def __init__(self, target, detail: str = "", *, replacing: bool = False) -> None:
+        fix = f"pass another --db, or move {_quote(target)} away"
+        if replacing:  # --rebuild or --replace refused it: not a damaged index either
+            super().__init__(f"{target} is not a brainbot index, and brainbot replaces only "
+                             f"its own files; {fix}", fix)
+            return
         why = f" (SQLite says: {detail})" if detail else ""
-        fix = (f"pass another --db, or move {_quote(target)} away; if it is a damaged "
-               f"brainbot index, rebuild it: brainbot index NOTES --db {_quote(target)} --rebuild")
+        fix += (f"; if it is a damaged brainbot index, rebuild it: brainbot index NOTES "
+                f"--db {_quote(target)} --rebuild")
         super().__init__(f"{target} is not a brainbot index or is damaged{why}; {fix}", fix)
 
 
@@ -124,12 +129,16 @@ class ReadOnlyStoreError(StoreError):
     mount)."""
 
 
+# A busy index's writer when nothing tells which it is (review L17: it was always
+# "another `brainbot index`", also while a watch held the lock).
+WRITERS = "another brainbot writer (`brainbot index`, `watch` or `serve --watch`)"
+
+
 class StoreBusyError(StoreError):
     """Another process holds the database's write lock."""
 
     def __init__(self, message: str) -> None:
-        super().__init__(message, "wait for the running `brainbot index` to finish, then "
-                                  "run again")
+        super().__init__(message, "wait for the other writer to finish, then run again")
 
 
 class PartialIndexError(StoreError):

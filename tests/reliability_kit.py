@@ -25,6 +25,8 @@ DIM_BYTES = 384 * 4
 #        vectors  semantic batch written (inside its transaction, before COMMIT)
 #        vectors-commit  semantic batch committed (between two batches, lock held)
 #        model    writer lock released for the model (between batches, no transaction)
+#        swap     a rebuild's move, just before os.replace: the new file closed and whole,
+#                 the old one's WAL checkpointed and its -wal and -shm unlinked
 #   BB_TEST_EMBED_BATCH=n  chunks per semantic batch (indexer.EMBED_CHUNKS, and the
 #                          watch's background BACKGROUND_EMBED_CHUNKS)
 #   BB_TEST_HOLD_EMBED=k:PATH  the semantic phase runs k batches, then, each time it has
@@ -53,7 +55,7 @@ hold_commit, _, hold_commit_path = os.environ.get("BB_TEST_HOLD_COMMIT", "").par
 pause = float(os.environ.get("BB_TEST_PAUSE", "0"))
 announce = bool(os.environ.get("BB_TEST_ANNOUNCE"))
 seen = {"insert": 0, "delete": 0, "commit": 0, "vectors": 0, "vectors-commit": 0,
-        "model": 0}
+        "model": 0, "swap": 0}
 in_tx = {"vectors": False}
 
 def tick(kind):
@@ -81,6 +83,17 @@ def _add_vectors(self, rows):
     in_tx["vectors"] = True
     tick("vectors")
 SQLiteStore.add_vectors = _add_vectors
+
+try:
+    import brainbot.store.sqlite.rebuild as rebuild
+except ImportError:  # a checkout from before atomic rebuilds: no such point
+    rebuild = None
+if rebuild is not None:
+    quiesce = rebuild._quiesce
+    def _quiesce(target):
+        quiesce(target)
+        tick("swap")
+    rebuild._quiesce = _quiesce
 
 release = ix.Indexer._release
 def _release(self):

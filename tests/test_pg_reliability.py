@@ -92,10 +92,10 @@ def test_sigkill_mid_index_resumes_to_a_clean_index(lab, kill_at):
 def test_second_writer_is_refused(lab, monkeypatch):
     url = lab["server"].fresh_database("bb_two_writers")
     with open_store(url, write=True) as first:
-        with pytest.raises(StoreBusyError, match="another `brainbot index`"):
+        with pytest.raises(StoreBusyError, match="another brainbot writer"):
             open_store(url, write=True)
         r = run_cli("index", lab["vault"], "--db", url)
-        assert "another `brainbot index` is writing" in one_line_error(r)
+        assert "another brainbot writer" in one_line_error(r)
         del first
     with open_store(url, write=True):  # released by close()
         pass

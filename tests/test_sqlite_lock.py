@@ -16,7 +16,7 @@ from brainbot.store.sqlite.lock import WriterLock
 def test_second_lock_is_refused_then_granted_after_release(tmp_path):
     db = tmp_path / "b.db"
     with WriterLock(db):
-        with pytest.raises(StoreBusyError, match="another `brainbot index`"):
+        with pytest.raises(StoreBusyError, match="is writing"):
             WriterLock(db).__enter__()
     with WriterLock(db):  # released: the next writer gets it
         pass
@@ -55,3 +55,44 @@ def test_a_reader_in_the_same_process_survives_writers_coming_and_going(tmp_path
         conn.commit()
     reader.rollback()
     conn.commit()
+
+
+def _deleted_index_fds(db) -> list[str]:
+    """This process's descriptors of a file once at ``db``'s path, now deleted."""
+    out = []
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue
+        if target.startswith(str(db)) and target.endswith("(deleted)"):
+            out.append(target)
+    return out
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+def test_a_long_lived_process_lets_go_of_a_rebuilt_index(tmp_path, vault, counting):
+    """M12: a server with --watch (a reader and a writer in one process) kept the lock
+    descriptor of the index a rebuild replaced, and with it the deleted file's blocks,
+    until it exited."""
+    from reliability_kit import run_cli
+
+    from brainbot.index.indexer import Indexer
+    from brainbot.search.searcher import Searcher
+
+    db = tmp_path / "w.db"
+    with Indexer(db, embedder=counting) as ix:  # a watch's pass: its lock descriptor stays
+        ix.index_paths([vault])
+    with Searcher(db, embedder=counting) as searcher:
+        assert searcher.search("tomatoes", 1, mode="bm25")
+        result = run_cli("index", vault, "--db", db, "--rebuild", "--no-embed")
+        assert result.returncode == 0, result.stderr
+        assert searcher.search("tomatoes", 1, mode="bm25")  # the reader moves to the new file
+        (vault / "delta.md").write_text("# Delta\n\nKites over the dunes.\n", encoding="utf-8")
+        with Indexer(db, embedder=counting) as ix:  # the next pass
+            ix.index_paths([vault])
+        assert searcher.search("kites", 1, mode="bm25")
+        assert _deleted_index_fds(db) == []
+    with WriterLock(db):  # the new file's descriptors are still kept and locked as ever
+        with pytest.raises(StoreBusyError):
+            WriterLock(db).__enter__()

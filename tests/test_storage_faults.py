@@ -213,7 +213,7 @@ def test_db_held_by_another_indexer(vault, indexed):
     before, raw = snapshot(indexed), indexed.read_bytes()
     with holding(HOLD_WRITER, indexed):
         line = one_line_error(run_cli("index", vault, "--db", indexed))
-        assert "another `brainbot index` is writing" in line
+        assert "another brainbot writer" in line and "is writing" in line
     assert indexed.read_bytes() == raw and snapshot(indexed) == before
 
 

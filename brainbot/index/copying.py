@@ -8,10 +8,12 @@ ids kept (so both stores break score ties alike); the target then resolves the l
 itself. Before
 anything is written, the source's identity (model, weights, dimension, tokenizer,
 chunker, analyzer, embedder) is checked against what the target already records, and a
-target that holds documents is refused unless ``replace`` is given, which empties it
-first. A copy killed midway leaves the batches it committed: run it again with
-``--replace``. The conversations kept beside the source (``store/conversations.py``) are
-added to the target's afterwards, in one transaction.
+target that holds documents is refused unless ``replace`` is given: then the copy is
+written beside the old index (``store.publish()`` puts it in its place once complete; on
+SQLite, ``store/sqlite/rebuild.py``), and a target that is not a brainbot index is refused.
+A copy killed midway leaves the old index (with --replace) or the batches it committed:
+run it again with ``--replace``. The conversations kept beside the source
+(``store/conversations.py``) are added to the target's afterwards, in one transaction.
 
 Nothing here knows SQL: it only speaks ``store/interface.py``'s interface.
 """
@@ -99,6 +101,7 @@ def copy_index(source, target, *, replace: bool = False) -> CopyStats:
                 # roots were indexed as folders
                 for key in ("vault_refresh", "folder_roots"):
                     dst.set_meta(key, src.meta().get(key))
+            dst.publish()  # --replace: the copy takes the old index's place only now
     stats.conversations = copy_conversations(source, target)
     return stats
 

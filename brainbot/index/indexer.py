@@ -10,9 +10,15 @@ run between two batches. A partly embedded index is a normal state: search says 
 Incremental: a file whose size and mtime match the stored row is skipped unread; one
 whose bytes hash the same is only touched. A changed file is re-chunked, and any chunk
 whose retrieval text already has a vector (in this file, another file, or a renamed one)
-reuses it, so only new text reaches the embedder; `--rebuild` keeps the old file's vectors
-for that too, when the same model and embedder made them (``store/sqlite/salvage``). Files that disappeared leave with their
+reuses it, so only new text reaches the embedder. Files that disappeared leave with their
 chunks, vectors and postings.
+
+`--rebuild`: the lexical phase writes a new index beside the old one, which readers keep
+answering from; at its end the new one replaces the old whole (``store.publish()``; on
+SQLite a file moved over the path, ``store/sqlite/rebuild.py``), and the semantic phase
+runs on it as on any index. A rebuild stopped or killed before that leaves the old index
+as it was. The old file's vectors are reused by text hash when the same model and
+embedder made them (``store/sqlite/salvage.py``).
 
 Resumable: work is written one batch per transaction, so a killed run keeps every
 committed batch and the next run picks up what is left: the notes not yet written, then
@@ -33,13 +39,11 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from brainbot.errors import IndexStopped, ReadOnlyStoreError
 from brainbot.notes import files as notes
 from brainbot.notes import language
 from brainbot.store.records import NewChunk, NewDocument
-from brainbot.store.target import is_url, open_store
+from brainbot.store.target import open_store
 from brainbot.text import documents, lexical
 from brainbot.text.documents import Chunked, Document
 
@@ -177,12 +181,10 @@ class Indexer:
         self.store = None
         self.refreshing = False  # an index from before links and tags: fill them for all
         self.dirty = False  # something was written: links may point elsewhere now
-        self._salvaged: dict[str, bytes] = {}  # --rebuild: the old file's vectors by hash
         self.stop = stop  # a threading.Event: set, the run ends before its next transaction
 
     # -- lifecycle -------------------------------------------------------------------
     def __enter__(self) -> Indexer:
-        self._salvaged = self._salvage() if self.rebuild else {}
         self.store = open_store(self.target, write=True, identity=self.identity,
                                 rebuild=self.rebuild)
         try:
@@ -200,18 +202,12 @@ class Indexer:
         if store is None:
             return
         try:
+            if exc_type is None:  # a rebuild whose caller did not finish() is complete too
+                store.publish()
             store.close()
         except Exception:  # noqa: BLE001
             if exc_type is None:  # else the error in flight is the one to report
                 raise
-
-    def _salvage(self) -> dict[str, bytes]:
-        """The vectors of the SQLite file a rebuild is about to empty, by text hash, when
-        the same model and embedder made them: a rebuild for another chunker or analyzer
-        then embeds only text it has not seen."""
-        from brainbot.store.sqlite.salvage import reusable_vectors
-
-        return {} if is_url(self.target) else reusable_vectors(self.target, self.identity)
 
     def _release(self) -> None:
         """Close the store: the writer lock is free while the model runs."""
@@ -283,8 +279,10 @@ class Indexer:
             with _timed(self.stats.stages, "links"), self.store.batch():
                 self.store.resolve_links()
             self.dirty = False
+        # every note is written: a rebuild's new index replaces the old one now, so a kill
+        # from here on leaves it, partly embedded, never less than a whole index
+        self.store.publish()
         self.stats.lexical_seconds = time.perf_counter() - self.started
-        self._salvaged = {}  # every chunk is written: the old vectors are done with
         if self.embed:
             self.embed_missing()
         counts = self.store.counts()
@@ -445,11 +443,9 @@ class Indexer:
         self.dirty = True
 
     def _write(self, pending: _Pending, known: dict) -> None:
-        hashes = [_sha256_text(c.retrieval_text) for item in pending.batch for c in item.chunks]
-        vectors = self.store.vectors_for(hashes)
-        for h in hashes:  # --rebuild: the old file's vector of the same text
-            if h not in vectors and h in self._salvaged:
-                vectors[h] = np.frombuffer(self._salvaged[h], dtype="<f4")
+        # a rebuild's store also has the old file's vectors (store/sqlite/salvage.py)
+        vectors = self.store.vectors_for(
+            [_sha256_text(c.retrieval_text) for item in pending.batch for c in item.chunks])
         with self.store.batch():
             if pending.touched:
                 self.store.touch_documents(pending.touched)

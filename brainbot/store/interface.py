@@ -50,6 +50,9 @@ class Store(Protocol):
     def unembedded_chunks(self, after: int, limit: int) -> list[tuple[int, str, str]]: ...
     def add_vectors(self, rows: Sequence[tuple[int, str, np.ndarray]]) -> None: ...
     def bulk_load(self) -> AbstractContextManager: ...  # around a load into an empty index
+    # a store opened with rebuild=True: the new index replaces the old one now, whole (the
+    # old one answers readers until then; close() without it keeps the old one)
+    def publish(self) -> None: ...
     def add_folder_roots(self, roots: Sequence[str]) -> None: ...  # after a run
 
     # -- the legs: (chunk ids int64, scores float32), best first, -1 / -inf padded ------

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from brainbot.errors import StoreBusyError, StoreError
+from brainbot.errors import WRITERS, StoreBusyError, StoreError
 from brainbot.store import identity as identity_mod
 from brainbot.store.reads import chunk_records_sql, translated
 from brainbot.store.records import Filter, NewDocument, now_iso
@@ -86,8 +86,8 @@ class PostgresStore(PgVault):
     def _open_writer(cls, url: str, conn, schema: str, identity, rebuild: bool):
         target = ps.public_url(url)
         if not ps.try_lock(conn, schema):
-            raise StoreBusyError(f"another `brainbot index` is writing {target}; wait for "
-                                 "it to finish and run again")
+            raise StoreBusyError(f"{WRITERS} is writing {target}; wait for it to finish "
+                                 "and run again")
         ps.register_vector(conn, target)
         if rebuild:
             ps.drop_all(conn, schema, target)
@@ -237,6 +237,15 @@ class PostgresStore(PgVault):
                 "(SELECT 1 FROM chunks WHERE id = %s AND text_sha256 = %s) "
                 "ON CONFLICT (chunk) DO NOTHING",
                 [(i, np.ascontiguousarray(v, np.float32), i, h) for i, h, v in rows])
+
+    def publish(self) -> None:
+        """Nothing to move: Postgres rebuilds in place. ``open(rebuild=True)`` drops
+        brainbot's tables in one transaction (another application's are refused), and the
+        rebuild then commits batch by batch, as before; a rebuild killed midway leaves the
+        notes it wrote, which the next `brainbot index` completes. One transaction around
+        the whole lexical phase would keep the old index for readers on SQLite's terms,
+        but the dropped tables' ACCESS EXCLUSIVE locks would block every reader for as
+        long as it runs."""
 
     @contextmanager
     def bulk_load(self) -> Iterator[None]:

@@ -14,6 +14,7 @@ error translation are ``store/sqlite/file.py``'s.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -22,17 +23,20 @@ from pathlib import Path
 
 import numpy as np
 
-from brainbot.errors import StoreError
+from brainbot.errors import NoIndexError, StoreError
 from brainbot.store import identity as identity_mod
 from brainbot.store.reads import chunk_records_sql, translated
 from brainbot.store.records import Filter, NewDocument, now_iso
 from brainbot.store.rows import chunk_record
 
 from . import file as sf
+from . import rebuild as rebuild_mod
 from .arrays import KernelIndex
-from .lock import WriterLock
+from .lock import WriterLock, release_stale
 from .postings import PostingsBuffer
 from .vault import VaultTables
+
+log = logging.getLogger("brainbot.store")
 
 # The writer's page cache, KiB (an upper bound: pages are cached as they are touched).
 # With SQLite's 2 MB default, a big vault's lexical batches evicted and re-read the
@@ -57,6 +61,12 @@ _CASCADE = (
 )
 
 
+def _writer_pragmas(db) -> None:
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")
+    db.execute("PRAGMA foreign_keys = OFF")  # see _CASCADE
+
+
 def _file_key(path: Path) -> tuple[int, int] | None:
     """(st_dev, st_ino) of the file at ``path``: a new file there (a rebuild, a copy
     --replace, a ``mv``) has another; None when there is none."""
@@ -65,14 +75,6 @@ def _file_key(path: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return st.st_dev, st.st_ino
-
-
-def _remove_files(path: Path) -> None:
-    for suffix in ("", "-wal", "-shm"):
-        try:
-            os.unlink(str(path) + suffix)
-        except FileNotFoundError:
-            pass
 
 
 class SQLiteStore(VaultTables):
@@ -91,6 +93,8 @@ class SQLiteStore(VaultTables):
         self._index: KernelIndex | None = None
         self._file = _file_key(path)  # the file this connection has open
         self._index_id: str | None = None  # the index_id the arrays were loaded from
+        self._rebuild: rebuild_mod.Rebuild | None = None  # writing a new file beside it
+        self._refused: tuple | None = None  # (file key, error): a file at the path refused
 
     # -- opening and closing -------------------------------------------------------------
     @classmethod
@@ -104,16 +108,51 @@ class SQLiteStore(VaultTables):
         lock = WriterLock(path).__enter__()
         try:
             if rebuild:
-                _remove_files(path)
-                # The lock was on the file just unlinked: a second writer opening the path
-                # now would get a new file and a lock of its own. Lock the new file (or be
-                # refused if one already has).
-                lock.__exit__()
-                lock.__enter__()
+                return cls._open_rebuild(path, lock, identity)
+            rebuild_mod.clear_leftover(rebuild_mod.real_path(path), refuse=False)
             return cls._open_writer(path, lock, identity)
         except BaseException:
             lock.__exit__()
             raise
+
+    @classmethod
+    def _open_rebuild(cls, path: Path, lock: WriterLock, identity) -> SQLiteStore:
+        """A writer into a new file beside ``path`` (store/sqlite/rebuild.py): ``publish()``
+        moves it over the path, ``close()`` without it discards it. ``identity``: the
+        old file's vectors made as it would make them are reused (None: none)."""
+        real = rebuild_mod.real_path(path)
+        rebuild_mod.check_replaceable(real)
+        rebuild_mod.clear_leftover(real, refuse=True)
+        temp = rebuild_mod.temp_path(real)
+        temp_lock = WriterLock(temp).__enter__()
+        try:
+            store = cls._open_writer(temp, temp_lock, None)
+        except BaseException:
+            rebuild_mod.remove(temp)
+            temp_lock.__exit__()
+            raise
+        store.target = str(path)
+        store._rebuild = rebuild_mod.Rebuild(real, lock, identity)
+        return store
+
+    def publish(self) -> None:
+        """A rebuild's new file takes the old one's place, whole (store/sqlite/rebuild.py);
+        this store then writes to it at the path. Nothing to do for any other writer."""
+        rb, self._rebuild = self._rebuild, None
+        if rb is None:
+            return
+        temp, db, self.db = self.path, self.db, None
+        try:
+            rb.move_over(db, temp, self.lock)
+        except BaseException:
+            rb.discard(db, temp, self.lock)
+            self.lock = None
+            raise
+        self.path = Path(self.target)
+        self.db = sf.connect(self.path)
+        with sf.translate_errors(self.path):
+            _writer_pragmas(self.db)
+        self._file = _file_key(self.path)
 
     @classmethod
     def _open_reader(cls, path: Path) -> SQLiteStore:
@@ -136,9 +175,7 @@ class SQLiteStore(VaultTables):
                 if identity is not None:  # before migrating: refuse without touching it
                     identity_mod.check(sf.read_meta(db), path, writer=identity)
                 sf.migrate(db, path)
-                db.execute("PRAGMA journal_mode = WAL")
-                db.execute(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")
-                db.execute("PRAGMA foreign_keys = OFF")  # see _CASCADE
+                _writer_pragmas(db)
                 store = cls(path, db, lock=lock)
                 store._load_terms()
                 first = store._first_meta()  # a file that has them is left byte for byte
@@ -151,7 +188,13 @@ class SQLiteStore(VaultTables):
         return store
 
     def close(self) -> None:
+        """Close the file and release the writer lock; a rebuild not published is
+        discarded (the old index stays as it was)."""
         db, self.db = self.db, None
+        rb, self._rebuild = self._rebuild, None
+        if rb is not None:
+            rb.discard(db, self.path, self.lock)
+            return
         try:
             if db is not None:
                 with sf.translate_errors(self.path):
@@ -216,6 +259,8 @@ class SQLiteStore(VaultTables):
 
     @translated
     def vectors_for(self, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        """The vectors the index has for these texts; while it is rebuilt, also the old
+        file's (when the same model and embedder made them: store/sqlite/salvage.py)."""
         found: dict[str, np.ndarray] = {}
         hashes = sorted(set(text_hashes))
         for i in range(0, len(hashes), 500):
@@ -225,6 +270,9 @@ class SQLiteStore(VaultTables):
                     f"SELECT c.text_sha256, e.vector FROM chunks c JOIN embeddings e "
                     f"ON e.chunk = c.id WHERE c.text_sha256 IN ({marks})", part):
                 found[h] = np.frombuffer(blob, dtype="<f4")
+        if self._rebuild is not None:
+            old = self._rebuild.vectors([h for h in hashes if h not in found])
+            found.update((h, np.frombuffer(blob, dtype="<f4")) for h, blob in old.items())
         return found
 
     @translated
@@ -328,20 +376,43 @@ class SQLiteStore(VaultTables):
         return self.index.sync(int(meta.get("generation", 0))) or reopened
 
     def _reopen_if_replaced(self) -> bool:
-        """Open the file now at the path when it is not the one this connection holds;
-        False (the old one kept) while there is none or it is not an index yet."""
+        """Open the file now at the path when it is not the one this connection holds.
+
+        Rebuilds and copies move a whole index over the path, so the only file kept in
+        the meantime is one whose schema is not written yet (an index being created at a
+        path whose file was deleted): the old one answers until it is. No file at the
+        path, or one a reader refuses (another model or analyzer, a newer schema, not an
+        index), fails this call and the next ones with that message, logged once (review
+        M7): a server never answers from a file that is gone without saying so."""
         now = _file_key(self.path)
-        if now is None or now == self._file:
+        if now == self._file:
+            self._refused = None
             return False
+        if now is None:
+            self._refuse(None, NoIndexError(self.path))
+        if self._refused is not None and self._refused[0] == now:
+            raise self._refused[1]
         try:
             fresh = type(self)._open_reader(self.path)
-        except StoreError:  # a rebuild that has not written its schema yet
+        except NoIndexError:  # created a moment ago: its first commit writes the schema
             return False
+        except StoreError as exc:
+            self._refuse(now, exc)
+        self._refused = None
         old, self.db, fresh.db = self.db, fresh.db, None
         self._file, self._index, self._meta, self._terms = fresh._file, None, None, None
         self._index_id = None
         old.close()
+        release_stale()  # the old file's idle lock descriptors, if that was its last user
         return True
+
+    def _refuse(self, key, exc: StoreError):
+        """Fail with ``exc``; said in the log the first time for this file."""
+        if self._refused is None or self._refused[0] != key:
+            log.warning("%s changed under this reader and cannot be read (%s); calls fail "
+                        "until it can", self.path, exc)
+        self._refused = (key, exc)
+        raise exc
 
     @translated
     def bm25_topk(self, terms: Counter, n: int, flt: Filter | None = None):
