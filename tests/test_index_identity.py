@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 import sqlean
 
 from brainbot.index.copying import copy_index
@@ -107,3 +108,84 @@ def test_a_running_reader_sees_a_copy_replace_done_under_it(tmp_path, shared_emb
         copy_index(other, db, replace=True)
         assert [h.path for h in searcher.search("zeppelin", 3, mode="bm25")] == ["airship.md"]
         assert searcher.store.meta()["index_id"] == _index_id(db)
+
+
+def _vector_hits(searcher, query: str) -> list[tuple[str, float]]:
+    return [(h.path, h.score) for h in searcher.search(query, 3, mode="vector")]
+
+
+def test_a_running_reader_embeds_queries_at_the_precision_of_the_rebuilt_index(
+        tmp_path, vault, shared_embedder):
+    """H2: after a rebuild at another precision, a long-lived Searcher (a daemon's; with
+    --watch its embedder is given to it) gives the answer a new in-process one gives, not
+    the old precision's."""
+    from brainbot.model.embed import Embedder
+
+    db = tmp_path / "n.db"
+    _index(db, vault, shared_embedder)
+    queries = ("tomatoes in the sun", "when do the results arrive")
+    with Searcher(db) as own, Searcher(db, embedder=Embedder()) as given:
+        for searcher in (own, given):
+            assert searcher.embedder.precision == "fp32" and _vector_hits(searcher, queries[0])
+        with Indexer(db, precision="int8", rebuild=True) as ix:
+            ix.index_paths([vault])
+        for back in ("int8", "fp32"):
+            with Searcher(db) as fresh:
+                want = {q: _vector_hits(fresh, q) for q in queries}
+            for searcher in (own, given):
+                for q in queries:
+                    got = _vector_hits(searcher, q)
+                    assert [p for p, _ in got] == [p for p, _ in want[q]], (back, q)
+                    assert all(abs(a - b) <= 1e-6 for (_, a), (_, b) in
+                               zip(got, want[q], strict=True)), (back, q, got, want[q])
+                assert searcher.embedder.precision == back
+            if back == "int8":  # and back again
+                with Indexer(db, precision="fp32", rebuild=True) as ix:
+                    ix.index_paths([vault])
+
+
+def test_a_running_reader_refuses_a_file_it_cannot_read_and_says_so(
+        tmp_path, vault, shared_embedder, caplog):
+    """M7: a file moved over the path that the reader refuses (another analyzer, not an
+    index), or no file at all, fails each call with the reason, logged once; only a file
+    whose schema is not written yet (an index being created) leaves the old one answering.
+    The old file moved back is served again."""
+    import logging
+    import os
+    import shutil
+
+    from brainbot.errors import IdentityMismatchError, NoIndexError, NotAnIndexError
+
+    db, other, keep = tmp_path / "n.db", tmp_path / "other.db", tmp_path / "keep.db"
+    _index(db, vault, shared_embedder)
+    _index(other, vault, shared_embedder)
+    conn = sqlean.connect(str(other))
+    conn.execute("UPDATE meta SET value = 'other-analyzer' WHERE key = 'analyzer'")
+    conn.commit()
+    conn.close()
+    text = tmp_path / "text.db"
+    text.write_text("not an index\n", encoding="utf-8")
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    with Searcher(db, embedder=shared_embedder) as searcher:
+        assert searcher.search("tomatoes", 1, mode="bm25")
+        os.link(db, keep)  # the old file, to move back at the end
+        caplog.set_level(logging.WARNING, logger="brainbot.store")
+        for replacement, error in ((other, IdentityMismatchError), (text, NotAnIndexError),
+                                   (None, NoIndexError)):
+            if replacement is None:
+                db.unlink()
+            else:
+                shutil.copyfile(replacement, tmp_path / "next.db")
+                os.replace(tmp_path / "next.db", db)
+            caplog.clear()
+            for _ in range(2):
+                with pytest.raises(error):
+                    searcher.search("tomatoes", 1, mode="bm25")
+            assert len(caplog.records) == 1, caplog.records  # said once, not per call
+            assert str(db) in caplog.records[0].getMessage()
+        shutil.copyfile(empty, tmp_path / "next.db")
+        os.replace(tmp_path / "next.db", db)
+        assert searcher.search("tomatoes", 1, mode="bm25")  # being created: the old answers
+        os.replace(keep, db)
+        assert searcher.search("tomatoes", 1, mode="bm25")

@@ -83,8 +83,20 @@ class Hit:
         return out
 
 
+def index_precision(meta: dict[str, str]) -> str:
+    """The precision an index's vectors were made at, which its queries are embedded at."""
+    return "int8" if "int8" in meta.get("embedder", "") else "fp32"
+
+
 class Searcher:
-    """Query one index through its store; the embedder loads on the first vector query."""
+    """Query one index through its store; the embedder loads on the first vector query.
+
+    The embedder follows the index: when the store reopens a replaced file, or the index's
+    index_id or recorded embedder changes (a rebuild at another precision), ``meta`` is read
+    again and an embedder of another precision is dropped, so a long-lived server embeds
+    queries as the index now wants (review H2: a daemon kept embedding at the old
+    precision, and its answers silently differed from in-process ones). An embedder given
+    without a precision (a test's stand-in) is kept; so is one when ``precision`` is."""
 
     def __init__(self, db, *, embedder=None, precision: str | None = None,
                  store: Store | None = None):
@@ -107,14 +119,23 @@ class Searcher:
 
     @property
     def embedder(self):
+        self._follow_index()
         if self._embedder is None:
             from brainbot.model.embed import Embedder
 
-            precision = self.precision
-            if precision is None:
-                precision = "int8" if "int8" in self.meta.get("embedder", "") else "fp32"
-            self._embedder = Embedder(precision=precision)
+            self._embedder = Embedder(precision=self.precision or index_precision(self.meta))
         return self._embedder
+
+    def _follow_index(self) -> None:
+        """Take the store's meta as it is now, after its last refresh (see the class
+        docstring)."""
+        meta = self.store.meta()
+        if all(meta.get(k) == self.meta.get(k) for k in ("index_id", "embedder")):
+            return
+        self.meta = meta
+        wanted = self.precision or index_precision(meta)
+        if getattr(self._embedder, "precision", wanted) != wanted:
+            self._embedder = None
 
     def coverage(self) -> tuple[int, int]:
         """(chunks with a vector, chunks): equal once the semantic phase has finished.
