@@ -96,3 +96,56 @@ def test_a_long_lived_process_lets_go_of_a_rebuilt_index(tmp_path, vault, counti
     with WriterLock(db):  # the new file's descriptors are still kept and locked as ever
         with pytest.raises(StoreBusyError):
             WriterLock(db).__enter__()
+
+
+def test_a_lock_taken_on_a_file_moved_away_is_taken_again_on_the_new_one(tmp_path,
+                                                                         monkeypatch):
+    """A rebuild moves a new file over the path: a writer that opened the old file a
+    moment before must not end up holding the old file's lock (and writing beside the
+    rebuild's new file)."""
+    db = tmp_path / "b.db"
+    db.write_bytes(b"old")
+    real_flock = lock_mod.fcntl.flock
+    moved = []
+
+    def flock_then_move(fd, op):
+        real_flock(fd, op)
+        if not moved and op & lock_mod.fcntl.LOCK_EX:  # between open and the check
+            (tmp_path / "new").write_bytes(b"new")
+            os.replace(tmp_path / "new", db)
+            moved.append(True)
+
+    monkeypatch.setattr(lock_mod.fcntl, "flock", flock_then_move)
+    with WriterLock(db) as held:
+        assert moved and os.fstat(held.fd).st_ino == os.stat(db).st_ino
+
+
+def test_the_busy_message_names_the_writer_holding_the_lock(tmp_path, vault):
+    """L17: a watch holding the lock was called "another `brainbot index`"; the writer is
+    named from /proc/locks where it can be, generically elsewhere."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+    from reliability_kit import cli_env, hooked_env, one_line_error, run_cli
+    from wait_kit import still_running, wait_until
+
+    db, gate = tmp_path / "h.db", tmp_path / "gate"
+    env = cli_env(**hooked_env(tmp_path / "hooks", BB_TEST_HOLD_COMMIT=f"1:{gate}"))
+    holder = subprocess.Popen([sys.executable, "-m", "brainbot", "index", str(vault),
+                               "--db", str(db), "--no-embed"], cwd=REPO, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: os.path.exists(f"{gate}.held"), "the first index holds the lock",
+                   alive=still_running(holder))
+        line = one_line_error(run_cli("index", vault, "--db", db))
+        if os.path.exists("/proc/locks"):
+            assert f"another `brainbot index` (pid {holder.pid}) is writing" in line, line
+        else:
+            assert "another brainbot writer" in line, line
+    finally:
+        gate.touch()
+        holder.communicate(timeout=300)
+    assert holder.returncode == 0
+    with pytest.raises(StoreBusyError, match="another brainbot writer"), WriterLock(db):
+        WriterLock(db).__enter__()  # this process is no brainbot command: said generically
