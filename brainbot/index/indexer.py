@@ -48,6 +48,7 @@ from brainbot.text import documents, lexical
 from brainbot.text.documents import Chunked, Document
 
 from .freshness import stat_vouches
+from .lease import Lease
 
 # Chunks per lexical write transaction: at least BATCH_CHUNKS, then committed once
 # BATCH_SECONDS have passed since the batch began, and never more than BATCH_MAX_CHUNKS.
@@ -62,6 +63,9 @@ BATCH_SECONDS = 2.0
 # About 8 s of the model on 2 cores; a kill loses at most that.
 EMBED_CHUNKS = 256
 LOCK_RETRY_SECONDS = 0.25  # the semantic phase waits this long between takes of a busy lock
+# While another semantic phase holds the lease (index/lease.py), this one looks again
+# this often: a look takes the writer lock for a moment, and shows that phase's progress.
+LEASE_POLL_S = 1.0
 STAGES = ("discover", "read", "chunk", "write", "links")
 
 
@@ -305,14 +309,29 @@ class Indexer:
     def embed_missing(self) -> int:
         """Embed every chunk without a vector, one committed batch at a time, in chunk-id
         order; the writer lock is released while the model runs. Returns how many texts
-        were embedded. A second pass from the start catches chunks written meanwhile
-        behind the cursor (by another `brainbot index`)."""
+        this run embedded. A second pass from the start catches chunks written meanwhile
+        behind the cursor (by another `brainbot index`). One semantic phase runs the model
+        at a time (``index/lease.py``): while another holds the lease, this one waits with
+        the lock free, reporting that one's progress, and takes over if it stops."""
         started = time.perf_counter()
+        lease = Lease()
+        try:
+            self._embed_all(lease)
+        finally:
+            self._end_lease(lease)
+        self.stats.embed_seconds += time.perf_counter() - started
+        return self.stats.embedded
+
+    def _embed_all(self, lease: Lease) -> None:
         counts = self.store.counts()
         total, done = counts["chunks"], counts["embeddings"]
         after = 0
         while True:
             self._check_stop()
+            if lease.elsewhere(self.store):
+                self._await_other()
+                after = 0  # whatever it leaves, from the start
+                continue
             rows = self.store.unembedded_chunks(after, self.embed_chunks or EMBED_CHUNKS)
             if not rows and after:
                 after = 0
@@ -320,19 +339,19 @@ class Indexer:
             if not rows:
                 break
             after = rows[-1][0]
-            self._embed_batch(rows)
+            self._embed_batch(rows, lease)
             done += len(rows)
             if self.embed_progress:
                 self.embed_progress(min(done, total), total)
-        self.stats.embed_seconds += time.perf_counter() - started
-        return self.stats.embedded
 
-    def _embed_batch(self, rows: list[tuple[int, str, str]]) -> None:
+    def _embed_batch(self, rows: list[tuple[int, str, str]], lease: Lease) -> None:
         """One batch: vectors reused by text hash where the index has them, the rest
-        embedded with the lock released, then written in one transaction."""
+        embedded with the lock released (the lease held), then written in one
+        transaction that renews the lease."""
         found = self.store.vectors_for([h for _, h, _ in rows])
         todo = {h: text for _, h, text in rows if h not in found}
         if todo:
+            lease.take(self.store)
             self._release()
             try:
                 found.update(zip(todo, self.embedder.embed(list(todo.values())),
@@ -342,7 +361,40 @@ class Indexer:
         self._check_stop()
         with self.store.batch():
             self.store.add_vectors([(i, h, found[h]) for i, h, _ in rows])
+            if todo:
+                lease.renew(self.store)
         self.stats.embedded += len(todo)
+
+    def _await_other(self) -> None:
+        """Another phase holds the lease: leave it the lock for LEASE_POLL_S, then look
+        again; its progress is this run's to show meanwhile."""
+        store, self.store = self.store, None
+        store.close()
+        deadline = time.monotonic() + LEASE_POLL_S
+        while time.monotonic() < deadline:
+            self._check_stop()
+            time.sleep(min(0.05, LEASE_POLL_S))
+        self._retake()
+        if self.embed_progress:
+            counts = self.store.counts()
+            self.embed_progress(counts["embeddings"], counts["chunks"])
+
+    def _end_lease(self, lease: Lease) -> None:
+        """Remove this phase's lease (or one a killed run left), best effort: one that
+        cannot be removed now lapses when this process ends."""
+        from brainbot.errors import BrainbotError
+
+        store = self.store
+        try:
+            if store is None:  # stopped while waiting for the lock: one try, no wait
+                store = open_store(self.target, write=True, identity=self.identity)
+            try:
+                lease.end(store)
+            finally:
+                if store is not self.store:
+                    store.close()
+        except BrainbotError:
+            pass
 
     # -- the lexical phase ----------------------------------------------------------------
     def _changed(self, root: documents.Root, known: dict):
