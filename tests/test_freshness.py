@@ -227,3 +227,38 @@ def test_one_verdict_and_each_readers_policy(indexed, vault, shared_embedder):
     with pytest.raises(NotFoundError, match="vanished from disk"):
         reading.current_lines(store, doc)
     searcher.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs mkfifo")
+def test_a_note_replaced_by_a_fifo_is_gone_and_never_opened(tmp_path, vault, shared_embedder):
+    """M5: a note replaced by a FIFO hung every search that checked it (opening a FIFO
+    blocks until a writer comes), and took a server's lock with it. Search, get, ask and
+    status answer, the note flagged or refused as gone; the FIFO is never opened (each
+    command runs in a process of its own, with a limit on a hang, not a measured time)."""
+    from reliability_kit import cli_env, run_cli
+
+    db = tmp_path / "f.db"
+    with Indexer(db, embedder=shared_embedder) as ix:
+        ix.index_paths([vault])
+    (vault / "alpha.md").unlink()
+    os.mkfifo(vault / "alpha.md")
+    env = cli_env(ANTHROPIC_API_KEY="")
+    hang = 120  # a hang fails the test at this bound; an answer takes about a second
+    for mode in ("bm25", "hybrid"):
+        r = run_cli("query", "alpha project SQLite", "--db", db, "--json", "--mode", mode,
+                    env=env, timeout=hang)
+        assert r.returncode == 0, r.stderr
+        hits = json.loads(r.stdout)
+        assert hits[0]["path"] == "alpha.md" and hits[0]["stale"] is True
+    r = run_cli("get", "alpha.md", "--db", db, env=env, timeout=hang)
+    assert r.returncode != 0 and "vanished" in r.stderr
+    r = run_cli("ask", "When does the alpha project ship?", "--db", db, "--json", env=env,
+                timeout=hang)
+    assert r.returncode in (0, 1), r.stderr
+    json.loads(r.stdout)
+    r = run_cli("status", "--db", db, "--json", env=env, timeout=hang)
+    assert r.returncode == 0, r.stderr
+    check = Freshness()
+    with Searcher(db, embedder=shared_embedder) as searcher:
+        doc = searcher.store.document("alpha.md")
+        assert check.state(doc) == "gone" and check.read(doc.root, doc.path) is None

@@ -98,3 +98,12 @@ def test_hits_carry_their_root(two_roots, shared_embedder):
     with Searcher(db, embedder=shared_embedder) as s:
         hits = s.search("garden watering", 1, mode="bm25")
     assert hits[0].to_dict()["root"] == str(tmp / "home")
+
+
+def test_line_zero_is_out_of_range_not_line_one(two_roots):
+    """L21: `get PATH:0` read from line 1."""
+    root, db = two_roots
+    with open_store(db) as store:
+        assert get_lines(store, "work::plan.md:1").lines[0] == (1, "# Plan")
+        with pytest.raises(InputError, match="line 0 is out of range"):
+            get_lines(store, "work::plan.md:0")

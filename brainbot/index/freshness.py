@@ -65,9 +65,13 @@ def root_present(root: str) -> bool:
 
 
 def _sha256(path: str) -> str | None:
+    """The file's sha256; None when it is missing, unreadable or not a regular file
+    (never opened then: a FIFO would block, review M5)."""
+    from brainbot.notes.files import open_regular
+
     digest = hashlib.sha256()
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             while block := handle.read(_HASH_BLOCK):
                 digest.update(block)
     except OSError:
@@ -89,13 +93,11 @@ class OnDisk:
 def read(root: str, path: str) -> OnDisk | None:
     """The file of ``path`` under ``root``, or None when it is missing, unreadable or not a
     regular file (a FIFO would block the read)."""
-    from brainbot.notes.files import decode
+    from brainbot.notes.files import decode, read_regular
 
     full = Path(root) / path
     try:
-        if not stat.S_ISREG(os.stat(full).st_mode):
-            return None
-        data = full.read_bytes()
+        data = read_regular(full)
     except OSError:
         return None
     try:
@@ -139,6 +141,8 @@ class Freshness:
             st = os.stat(path)
         except OSError:
             return GONE  # gone (or unreadable): not what was indexed
+        if not stat.S_ISREG(st.st_mode):
+            return GONE  # a FIFO, a device, a folder: not a note, and never opened
         if stat_vouches(doc, st.st_size, st.st_mtime_ns):
             return SAME
         digest = _sha256(path)

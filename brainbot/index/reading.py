@@ -120,7 +120,7 @@ def get_lines(store: Store, ref: str, count: int | None = None) -> Reading:
     path, start, in_ref = parse_ref(ref)
     doc = document(store, path)
     lines, stale = current_lines(store, doc)
-    start = start or 1
+    start = 1 if start is None else start  # PATH:0 is out of range, not line 1 (review L21)
     count = count if count is not None else in_ref
     if count is not None and count < 1:
         raise InputError(f"count must be at least 1, not {count}")

@@ -86,7 +86,11 @@ def _ignore_spec(root: Path):
         return None
     import pathspec
 
-    lines = ignore.read_text(encoding="utf-8", errors="replace").splitlines()
+    try:
+        data = read_regular(ignore)
+    except OSError:  # replaced by something else since is_file(): no rules to read
+        return None
+    lines = data.decode("utf-8", errors="replace").splitlines()
     return pathspec.GitIgnoreSpec.from_lines(lines)
 
 
@@ -248,14 +252,40 @@ def decode(data: bytes) -> tuple[str, list[str]]:
     return text, warnings
 
 
+def open_regular(path: str | os.PathLike):
+    """``path`` opened for reading in binary, if it is a regular file; OSError otherwise.
+
+    Opening a FIFO blocks until a writer comes (and reading a device may never end): a
+    note replaced by one hung every search that checked it, and the daemon's lock with it
+    (review M5). So the file is opened without blocking and its type checked on the open
+    descriptor (a stat before the open could be of another file)."""
+    if not stat.S_ISREG(os.stat(path).st_mode):  # a device is not even opened
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular(path: str | os.PathLike) -> bytes:
+    """The bytes of a regular file (``open_regular``); OSError for anything else."""
+    with open_regular(path) as handle:
+        return handle.read()
+
+
 def read_note(path: Path, *, max_bytes: int = MAX_FILE_BYTES) -> NoteText:
     """Read, hash and decode one note, or raise UnreadableNote with the reason."""
     try:
-        size = path.stat().st_size
-        if size > max_bytes:
-            raise UnreadableNote(
-                f"too large ({size / 2**20:.1f} MiB > {max_bytes / 2**20:.0f} MiB limit)")
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > max_bytes:
+                raise UnreadableNote(
+                    f"too large ({size / 2**20:.1f} MiB > {max_bytes / 2**20:.0f} MiB limit)")
             data = handle.read()
     except OSError as exc:
         raise UnreadableNote(f"cannot read: {exc.strerror or exc}") from None
