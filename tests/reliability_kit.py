@@ -36,6 +36,10 @@ DIM_BYTES = 384 * 4
 #        exists (an index held between two committed batches, without timing)
 #   BB_TEST_PAUSE=s        sleep s seconds after each commit (stretches a run)
 #   BB_TEST_ANNOUNCE=1     print "bb-test: begin" on stderr before each write transaction
+#   BB_TEST_WORKERS=n      chunking processes (text/parallel.usable_cpus), whatever the host
+#   BB_TEST_CHILDREN=PATH  before BB_TEST_KILL_AT kills, write this process's children's
+#                          pids to PATH, one a line (the chunking workers, multiprocessing's
+#                          resource tracker)
 HOOKS = r'''
 import os, signal, sys, time
 from contextlib import contextmanager
@@ -58,9 +62,28 @@ seen = {"insert": 0, "delete": 0, "commit": 0, "vectors": 0, "vectors-commit": 0
         "model": 0, "swap": 0}
 in_tx = {"vectors": False}
 
+if os.environ.get("BB_TEST_WORKERS"):
+    import brainbot.text.parallel as parallel
+    parallel.usable_cpus = lambda: int(os.environ["BB_TEST_WORKERS"])
+
+def children():
+    me, out = str(os.getpid()), []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if stat.rsplit(")", 1)[1].split()[1] == me:
+            out.append(pid)
+    return out
+
 def tick(kind):
     seen[kind] += 1
     if kind == where and seen[kind] == int(n):
+        if os.environ.get("BB_TEST_CHILDREN"):
+            with open(os.environ["BB_TEST_CHILDREN"], "w") as f:
+                f.write("".join(p + "\n" for p in children()))
         os.kill(os.getpid(), signal.SIGKILL)
 
 insert = SQLiteStore.add_document
@@ -124,9 +147,12 @@ def _transaction(db, **kwargs):
         time.sleep(pause)
 store.transaction = _transaction
 '''
+# The guard: chunking workers are spawned, and a spawned process imports the main script
+# again (as __mp_main__); without it each worker ran the CLI anew instead of chunking.
 HARNESS = HOOKS + r'''
-from brainbot.cli import main
-sys.exit(main(sys.argv[1:]))
+if __name__ == "__main__":
+    from brainbot.cli import main
+    sys.exit(main(sys.argv[1:]))
 '''
 
 

@@ -6,6 +6,7 @@ retrieval texts, warnings, facts and postings terms must be the same, byte for b
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
@@ -85,3 +86,44 @@ def test_an_error_comes_at_its_turn_with_its_type(counter, small_batches):
 
 def test_usable_cpus_is_at_least_one():
     assert parallel.usable_cpus() >= 1
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc to find the children")
+def test_workers_end_when_an_index_is_killed_in_its_lexical_phase(tmp_path):
+    """Issue 32: `brainbot index` killed with SIGKILL mid lexical phase left its chunking
+    workers and multiprocessing's resource tracker running under init, for good."""
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import REPO
+    from reliability_kit import cli_env, write_harness
+    from wait_kit import wait_until
+
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    for i in range(150):  # more than two batches of documents: the pool starts
+        (vault / f"n{i:03}.md").write_text(f"# Note {i}\n\nWords about kites, {i}.\n",
+                                           encoding="utf-8")
+    pids = tmp_path / "children"
+    # batches of 4: the first commit comes while the pool still runs
+    env = cli_env(BB_TEST_KILL_AT="insert:1", BB_TEST_BATCH="4", BB_TEST_WORKERS="2",
+                  BB_TEST_CHILDREN=str(pids))
+    err = tmp_path / "stderr"  # a file, not a pipe: orphans would hold a pipe open
+    with open(err, "w") as stderr:
+        proc = subprocess.run([sys.executable, str(write_harness(tmp_path)), "index",
+                               str(vault), "--db", str(tmp_path / "k.db"), "--no-embed"],
+                              cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=stderr,
+                              timeout=600)
+    assert proc.returncode == -signal.SIGKILL, err.read_text()
+    children = pids.read_text().split()
+    assert len(children) >= 3, children  # the two workers and the resource tracker
+
+    def running(pid: str) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
+        except OSError:
+            return False
+
+    wait_until(lambda: not any(map(running, children)), "the orphaned children end")

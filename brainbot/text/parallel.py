@@ -13,6 +13,11 @@ postings analysis of every chunk; the Document stays the caller's own, and ``par
 light ParsedNote (its title and front matter; no text or blocks, which nothing after
 chunking reads).
 
+A worker ends when the process that started it does: one killed with SIGKILL cannot shut
+its pool down, and its workers (and with them multiprocessing's resource tracker, which
+ends once nothing holds its pipe) ran on under init for good (issue 32). Each worker
+looks every PARENT_POLL_S whether its parent is still its parent.
+
 Errors, as the serial loop has them: a document whose chunking raised in a worker is chunked
 again here at its turn, so the same exception comes from the same place with its traceback;
 a worker that died (killed, out of memory) makes the rest run in this process. Small inputs
@@ -49,6 +54,9 @@ BATCH_ITEMS = 512
 # and while it writes a lexical batch (at 3, a 121k-chunk vault's indexer waited 11 s for
 # chunks its workers had been stalled on; at 8, 1.6 s).
 WINDOW_PER_WORKER = 8
+# How often a worker looks whether its parent is alive (a reparented worker has another
+# parent): an orphan lingers this long at most; the look costs microseconds.
+PARENT_POLL_S = 0.5
 
 
 def usable_cpus() -> int:
@@ -155,7 +163,8 @@ def _pooled(batches, local: _Local, workers: int):
     import multiprocessing
 
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_start_worker, initargs=(local.params, local.analyze))
+                               initializer=_start_worker,
+                               initargs=(local.params, local.analyze, os.getpid()))
     window: deque = deque()
     try:
         for batch in batches:
@@ -189,10 +198,25 @@ def _collect(entry, local: _Local):
 _WORKER: _Local | None = None
 
 
-def _start_worker(params: ChunkParams, analyze: bool) -> None:
+def _start_worker(params: ChunkParams, analyze: bool, parent: int) -> None:
     global _WORKER
+    import threading
+
     os.environ["TOKENIZERS_PARALLELISM"] = "false"  # the processes are the parallelism
     _WORKER = _Local(TokenCounter(), params, analyze)
+    threading.Thread(target=_end_with, args=(parent,), daemon=True,
+                     name="brainbot-parent-watch").start()
+
+
+def _end_with(parent: int) -> None:
+    """End this worker once ``parent`` is no longer its parent (it died: the worker was
+    handed to init or a subreaper). Polling works wherever getppid does; Linux's
+    PR_SET_PDEATHSIG would fire when the parent's thread that started the pool ends."""
+    import time
+
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+    os._exit(1)
 
 
 def _work(docs: list[Document]) -> list[tuple | None]:
