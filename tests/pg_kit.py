@@ -43,8 +43,11 @@ def store_snapshot(target) -> dict:
                          d.front_matter_json(), d.kind, tuple(d.warnings), repr(facts)))
             for c in d.chunks:
                 rec = c.chunk.to_record()
+                # None: the semantic phase has not reached it yet (a background one may be
+                # running); such a snapshot differs from a clean one, so a wait goes on
+                vector = None if c.vector is None else c.vector.astype("<f4").tobytes()
                 chunks.append((d.path, rec["chunk_id"], rec["chunk_index"], repr(rec),
-                               c.text_sha256, c.length, c.vector.astype("<f4").tobytes(),
+                               c.text_sha256, c.length, vector,
                                tuple(sorted(c.terms.items())), c.english))
         for d in store.documents():
             links += [repr(x) for x in store.links_from(d.id)]

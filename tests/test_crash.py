@@ -42,6 +42,7 @@ from reliability_kit import (
     snapshot,
     write_harness,
 )
+from wait_kit import still_running, wait_until
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 DWARVES = DATA / "corpora" / "dwarves-brain"
@@ -446,12 +447,7 @@ def _without_partial_note(err: str) -> str:
 
 
 def _wait_for(condition, procs, limit: float = 300) -> None:
-    deadline = time.monotonic() + limit
-    while not condition():
-        for p in procs:
-            assert p.poll() is None, p.communicate()[1]
-        assert time.monotonic() < deadline, "workers made no progress"
-        time.sleep(0.05)
+    wait_until(condition, "the workers' progress", timeout=limit, alive=still_running(*procs))
 
 
 def _check_answer(hits: list[dict], versions) -> None:

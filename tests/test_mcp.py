@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import anyio
 import pytest
 from conftest import EXAMPLES, copy_tree, index_copy
+from wait_kit import until
 
 from brainbot.index.indexer import Indexer
 from brainbot.store.sqlite.file import SCHEMA_VERSION
@@ -170,17 +170,6 @@ def test_stdout_carries_only_json_rpc(served):
     assert messages[1]["result"]["structuredContent"]["hits"]
     assert proc.stdout.read() == ""
     assert proc.returncode == 0
-
-
-async def until(condition, what: str, timeout: float = 60):
-    """Poll ``condition`` (a coroutine function) until it returns something true."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = await condition()
-        if value:
-            return value
-        await anyio.sleep(0.2)
-    raise AssertionError(f"not within {timeout} s: {what}")
 
 
 def passes_logged(err: Path) -> list[str]:

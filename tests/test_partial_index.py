@@ -77,10 +77,10 @@ def test_first_batches_are_searchable_while_the_lexical_phase_runs(tmp_path):
     import re
     import subprocess
     import sys
-    import time
 
     from conftest import REPO
     from reliability_kit import cli_env, connect, write_harness
+    from wait_kit import still_running, wait_until
 
     db, hold = tmp_path / "first.db", tmp_path / "hold"
     env = cli_env(BB_TEST_BATCH="8", BB_TEST_HOLD_COMMIT=f"2:{hold}")
@@ -89,11 +89,8 @@ def test_first_batches_are_searchable_while_the_lexical_phase_runs(tmp_path):
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     try:
-        deadline = time.monotonic() + 300
-        while not (tmp_path / "hold.held").exists():
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the index never committed a batch"
-            time.sleep(0.05)
+        wait_until((tmp_path / "hold.held").exists, "the index commits a batch", timeout=300,
+                   alive=still_running(proc))
         con = connect(db)
         written = {p for (p,) in con.execute("SELECT path FROM documents")}
         path, text = con.execute("SELECT d.path, c.retrieval_text FROM chunks c JOIN "

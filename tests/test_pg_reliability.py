@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ from conftest import EXAMPLES, REPO
 from pg_kit import store_snapshot, write_pg_harness
 from pg_server import start_server
 from reliability_kit import cli_env, one_line_error, run_cli
+from wait_kit import still_running, wait_until
 
 from brainbot.errors import StoreBusyError
 from brainbot.index.copying import copy_index
@@ -63,15 +63,12 @@ def test_sigkill_mid_index_resumes_to_a_clean_index(lab, kill_at):
     env = {"BB_TEST_BATCH": "8"}
     if kill_at == "outside":
         proc = _index(lab, url, BB_TEST_PAUSE="0.3", **env)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:  # kill once some batches are committed
-            try:
-                with open_store(url) as store:
-                    if store.generation() >= 2:
-                        break
-            except Exception:  # noqa: BLE001 - no index yet
-                pass
-            time.sleep(0.1)
+        def committed() -> bool:  # kill once some batches are committed
+            with open_store(url) as store:  # no index yet: StoreError, not yet
+                return store.generation() >= 2
+
+        wait_until(committed, "two batches committed", timeout=120,
+                   alive=still_running(proc))
         proc.send_signal(signal.SIGKILL)
     else:
         proc = _index(lab, url, BB_TEST_KILL_AT=kill_at, **env)
@@ -213,9 +210,7 @@ def test_server_stopped_mid_query_is_one_line(tmp_path, vault, shared_embedder):
             [sys.executable, "-c", STOP_WORKER, str(ready), str(go), "query", "tomatoes",
              "--db", url, "--mode", "bm25"], cwd=REPO, env=cli_env(),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 60
-        while not ready.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(ready.exists, "the query connected", alive=still_running(proc))
         server.stop_immediately()
         go.touch()
         out, err = proc.communicate(timeout=60)

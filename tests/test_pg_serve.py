@@ -8,8 +8,9 @@ from __future__ import annotations
 import anyio
 import pytest
 from pg_kit import store_snapshot
-from test_mcp import hits_for, session, until
-from test_watch import Running, wait_until
+from test_mcp import hits_for, session
+from test_watch import Running
+from wait_kit import until, wait_until
 
 from brainbot.index.copying import copy_index
 from brainbot.index.indexer import Indexer
@@ -113,3 +114,28 @@ def test_related_on_postgres_equals_sqlite(pg_server, examples_db, shared_embedd
                     compared += 1
     print(f"related on Postgres vs SQLite: {compared} scores, max |diff| {worst:.3g}")
     assert compared > 200 and worst <= RELATED_SCORE_TOL
+
+
+def test_a_wait_on_a_partly_embedded_index_waits(pg_server, vault, shared_embedder):
+    """Issue 32: the watch test above failed on a slower host: its snapshot called
+    `.astype` on a vector the background semantic phase had not written yet, and the
+    wait retried only a False, not an exception. A partly embedded index's snapshot is a
+    snapshot (unequal to the clean one), and a transient error is "not yet"."""
+    from brainbot.errors import StoreBusyError
+
+    url = pg_server.fresh_database("bb_pg_partial")
+    with Indexer(url, embedder=shared_embedder, embed=False) as ix:
+        ix.index_paths([vault])
+    partial = store_snapshot(url)
+    with Indexer(url, embedder=shared_embedder) as ix:
+        ix.index_paths([vault])
+    assert partial != store_snapshot(url)
+    tries = []
+
+    def ready():
+        tries.append(1)
+        if len(tries) < 3:
+            raise StoreBusyError("a writer holds it")
+        return "ready"
+
+    assert wait_until(ready, "ready") == "ready" and len(tries) == 3

@@ -17,6 +17,7 @@ from urllib.parse import quote
 import anyio
 import pytest
 from conftest import EXAMPLES, copy_tree, index_copy
+from wait_kit import wait_until
 
 TOOLS = {"search", "get", "status", "ask", "related"}
 
@@ -414,10 +415,8 @@ def test_the_daemon_file_lives_as_long_as_the_daemon(daemon, tmp_path):
     shutil.copy(daemon.proc.args[daemon.proc.args.index("--db") + 1], db)
     d = Daemon(db)
     file = Path(str(db) + ".serve.json")
-    deadline = time.monotonic() + 60
-    while not file.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert json.loads(file.read_text())["port"] == d.port
+    announced = wait_until(lambda: json.loads(file.read_text()), "the daemon announced")
+    assert announced["port"] == d.port
     assert d.stop() in (0, -15)
     assert not file.exists()
 

@@ -17,23 +17,12 @@ import time
 
 import pytest
 from reliability_kit import snapshot
+from wait_kit import WAIT_S, wait_until
 
 from brainbot.index.freshness import missing_root_line
 from brainbot.index.indexer import Indexer
 from brainbot.search.searcher import Searcher
 from brainbot.serve.watch import Watcher
-
-WAIT_S = 30  # generous: CI machines are shared; a save is normally seen in well under 2 s
-
-
-def wait_until(condition, what: str, timeout: float = WAIT_S):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"not within {timeout} s: {what}")
 
 
 def next_line(stream, timeout: float = WAIT_S) -> str:

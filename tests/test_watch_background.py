@@ -18,8 +18,9 @@ import sys
 from pathlib import Path
 
 from reliability_kit import check_consistent, cli_env, hooked_env, run_cli, snapshot
-from test_mcp import server_env, session, until
-from test_watch import WAIT_S, next_line, wait_until
+from test_mcp import server_env, session
+from test_watch import next_line
+from wait_kit import WAIT_S, until, wait_until
 
 from brainbot.index.indexer import Indexer
 

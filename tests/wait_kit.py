@@ -63,3 +63,23 @@ def still_running(*procs) -> Callable[[], None]:
                 out, err = proc.communicate()
                 raise AssertionError(f"process ended early ({proc.returncode}): {err or out}")
     return check
+
+
+async def until(condition, what: str, timeout: float = WAIT_S,
+                transient: tuple[type[BaseException], ...] = NOT_YET):
+    """``wait_until`` for a coroutine function (an MCP client session's calls)."""
+    import anyio
+
+    deadline = time.monotonic() + timeout
+    last: BaseException | None = None
+    while True:
+        try:
+            value = await condition()
+        except transient as exc:
+            value, last = None, exc
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            detail = f" (last: {type(last).__name__}: {last})" if last is not None else ""
+            raise AssertionError(f"not within {timeout:.0f} s: {what}{detail}")
+        await anyio.sleep(POLL_S * 4)
