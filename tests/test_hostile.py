@@ -224,14 +224,14 @@ def test_unreadable_file_simulated(tmp_path, vault, counting, monkeypatch):
     between discovery and reading, are reported and skipped; the rest is indexed."""
     from brainbot.index.indexer import Indexer
 
-    real_open = open
+    real_open = notes.open_regular
 
-    def guarded_open(path, *args, **kwargs):
+    def guarded_open(path):
         if Path(path).name == "gamma.md":
             raise PermissionError(13, "Permission denied", str(path))
-        return real_open(path, *args, **kwargs)
+        return real_open(path)
 
-    monkeypatch.setattr(notes, "open", guarded_open, raising=False)
+    monkeypatch.setattr(notes, "open_regular", guarded_open)
     original = notes.discover
 
     def vanishing(root, **kwargs):  # alpha.md disappears between discovery and reading

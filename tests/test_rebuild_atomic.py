@@ -62,8 +62,8 @@ class Lab:
     def index(self, db: Path, *extra: str, **hooks: str) -> subprocess.Popen:
         return self.start("index", self.vault, "--db", db, *extra, **hooks)
 
-    def complete(self, db: Path) -> None:
-        proc = self.index(db)
+    def complete(self, db: Path, *extra: str) -> None:
+        proc = self.index(db, *extra)
         _, err = proc.communicate(timeout=900)
         assert proc.returncode == 0, err
 
@@ -170,6 +170,48 @@ def test_readers_answer_from_the_old_index_until_the_move(lab, shared_embedder):
         assert proc.returncode == 0, err
         hits = searcher.search("dyneema", 3, mode="bm25")
         assert [h.path for h in hits][:1] == ["kites.md"]
+
+
+@pytest.mark.slow
+def test_long_lived_readers_answer_through_rebuilds(lab, shared_embedder):
+    """Two Searchers (a server's readers) query in a loop while the index is rebuilt three
+    times under them: every query answers, from the old index or the new one, and the
+    file stays whole."""
+    import threading
+
+    from brainbot.search.searcher import Searcher
+
+    db = lab.trial("busy.db")
+    stop, errors, answered = threading.Event(), [], [0, 0]
+
+    def read(slot: int) -> None:
+        with Searcher(db, embedder=shared_embedder) as searcher:
+            while not stop.is_set():
+                mode = ("bm25", "hybrid")[answered[slot] % 2]
+                try:
+                    hits = searcher.search("sourdough starter feeding", 5, mode=mode)
+                    assert hits and hits[0].path.startswith("cooking/"), hits
+                except Exception as exc:  # noqa: BLE001 - any error is the failure
+                    errors.append(f"{mode}: {exc!r}")
+                answered[slot] += 1
+
+    readers = [threading.Thread(target=read, args=(i,), daemon=True) for i in range(2)]
+    for t in readers:
+        t.start()
+    try:
+        wait_until(lambda: all(answered), "both readers answer")
+        for _ in range(3):
+            before = list(answered)
+            lab.complete(db, "--rebuild")
+            wait_until(lambda b=before: all(a > x for a, x in zip(answered, b, strict=True)),
+                       "the readers answer after the rebuild")
+    finally:
+        stop.set()
+        for t in readers:
+            t.join(timeout=120)
+    assert errors == []
+    check_consistent(db)
+    assert snapshot(db) == lab.new_snapshot and leftovers(db) == []
 
 
 # -- only brainbot's own files are removed or overwritten (review M11) --------------------
