@@ -391,7 +391,7 @@ class SQLiteStore(VaultTables):
         if now is None:
             self._refuse(None, NoIndexError(self.path))
         if self._refused is not None and self._refused[0] == now:
-            raise self._refused[1]
+            raise self._refused[1].with_traceback(None)  # no traceback piling up
         try:
             fresh = type(self)._open_reader(self.path)
         except NoIndexError:  # created a moment ago: its first commit writes the schema
@@ -412,7 +412,7 @@ class SQLiteStore(VaultTables):
             log.warning("%s changed under this reader and cannot be read (%s); calls fail "
                         "until it can", self.path, exc)
         self._refused = (key, exc)
-        raise exc
+        raise exc.with_traceback(None)
 
     @translated
     def bm25_topk(self, terms: Counter, n: int, flt: Filter | None = None):
