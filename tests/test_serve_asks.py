@@ -19,6 +19,7 @@ from conftest import copy_tree
 from fake_anthropic import FakeAnthropic, cite_text, message, search_results, text
 from test_mcp import server_env, session
 from test_serve import Daemon, cli
+from wait_kit import until, wait_until
 
 from brainbot.serve.service import ASK_QUEUE, ASK_WORKERS
 
@@ -124,7 +125,7 @@ def test_asks_past_the_queue_are_refused_and_searches_still_answer(claude_daemon
                 for _ in range(n)]
         fake.wait_held(ASK_WORKERS)
         wait_until(lambda: d.json("GET", "/api/status")[1]["asks"] == {
-            "answering": ASK_WORKERS, "waiting": ASK_QUEUE})
+            "answering": ASK_WORKERS, "waiting": ASK_QUEUE}, "the asks queued", timeout=120)
         status, refused = d.json("POST", "/api/ask", {"question": QUESTION})
         assert status == 503 and "ask again shortly" in refused["error"], refused
         status, found = d.json("POST", "/api/search", {"query": "sourdough", "k": 1})
@@ -137,15 +138,6 @@ def test_asks_past_the_queue_are_refused_and_searches_still_answer(claude_daemon
         status, answer = out["result"]
         assert status == 200 and answer["citations"], answer
     assert d.json("GET", "/api/status")[1]["asks"] == {"answering": 0, "waiting": 0}
-
-
-def wait_until(condition, timeout: float = 120.0) -> None:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.05)
 
 
 def test_stdio_mcp_searches_while_its_ask_waits_on_the_model(examples_db, tmp_path, fake):
@@ -162,8 +154,10 @@ def test_stdio_mcp_searches_while_its_ask_waits_on_the_model(examples_db, tmp_pa
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(ask)
-            while fake.held < 1:
-                await anyio.sleep(0.02)
+            async def held():
+                return fake.held >= 1
+
+            await until(held, "the ask waits on the model", timeout=120)
             results["search"] = await s.call_tool("search", {"query": "sourdough", "k": 1})
             results["waiting"] = "ask" not in results and fake.held == 1
             fake.release()

@@ -13,13 +13,13 @@ import socket
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import anyio
 import pytest
 from conftest import copy_tree
 from test_serve import Daemon, offline_env
+from wait_kit import wait_until
 
 from brainbot.serve.http import MAX_BODY, Guard
 
@@ -102,7 +102,7 @@ def test_port_zero_serves_and_announces_the_port_it_bound(served, tmp_path):
         assert port != 0
         conn = _get(port, "/api/status", f"127.0.0.1:{port}")
         assert conn[0] == 200, conn
-        wait_for(lambda: Path(f"{alone}.serve.json").exists())
+        wait_until(Path(f"{alone}.serve.json").exists, "the daemon announced", timeout=120)
         assert announced(alone)["port"] == port
     finally:
         proc.terminate()
@@ -121,13 +121,6 @@ def _get(port: int, path: str, host: str, host_ip: str = "127.0.0.1") -> tuple[i
         return resp.status, resp.read()
     finally:
         conn.close()
-
-
-def wait_for(condition, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.05)
 
 
 def test_the_bound_loopback_address_is_a_name_of_the_server(served):
