@@ -190,7 +190,14 @@ class Rebuild:
 def _quiesce(target: Path) -> None:
     """Checkpoint the old file's WAL into it, then unlink its journals: the old file is
     whole on its own, and nothing named after the path is left for the new file to pair
-    with. A damaged or foreign-mode old file is only unlinked from."""
+    with. A damaged or foreign-mode old file is only unlinked from.
+
+    The checkpoint waits (busy_timeout) for readers still reading the WAL. Should one hold
+    a read transaction past that, the old file may lack its last commits once its WAL is
+    unlinked: only a kill between here and the move (microseconds) would leave it at the
+    path like that, an older whole state of the index it is replacing. Unlinking the WAL
+    after the move instead would let a connection to the new file pair with the old WAL,
+    and checkpoint its frames into the new file."""
     try:
         db = sf.connect(target)
     except StoreError:
