@@ -19,7 +19,7 @@ import fake_anthropic as fa
 import pytest
 from conftest import index_copy
 from test_serve import Daemon
-from test_serve_asks import wait_until
+from wait_kit import wait_until
 
 from brainbot.serve import sse
 from brainbot.serve.service import Asks
@@ -189,7 +189,7 @@ def test_a_client_gone_mid_answer_leaves_the_server_answering(claude, fake):
     finally:
         fake.release()
     wait_until(lambda: claude.json("GET", "/api/status")[1]["asks"] == {
-        "answering": 0, "waiting": 0})
+        "answering": 0, "waiting": 0}, "the ask runs to its end")
     assert claude.json("GET", "/api/status")[1]["conversations"] == before + 1
     assert claude.json("POST", "/api/search", {"query": "proofing", "k": 1})[0] == 200
     assert "Traceback" not in claude.output()
