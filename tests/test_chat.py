@@ -114,6 +114,16 @@ class Terminal:
             assert time.monotonic() < deadline, "the chat never waited for a key"
             time.sleep(0.02)
 
+    def threads_open_to_sigint(self) -> list[int]:
+        """The chat's threads that do not block SIGINT (Linux: /proc/PID/task)."""
+        open_ = []
+        for status in Path(f"/proc/{self.pid}/task").glob("*/status"):
+            fields = dict(line.split(":\t", 1) for line in status.read_text().splitlines()
+                          if ":\t" in line)
+            if not int(fields["SigBlk"], 16) & (1 << (signal.SIGINT - 1)):
+                open_.append(int(status.parent.name))
+        return open_
+
     def exit_code(self, timeout: float = 60) -> int:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -169,6 +179,8 @@ def test_in_a_terminal_ctrl_c_ends_it_cleanly_at_the_prompt_and_mid_answer(db, t
     chat = Terminal(db, {**offline(), "TERM": "dumb"})
     chat.read_until("\n" + PROMPT)
     chat.wait_reading()
+    if Path("/proc/self/task").exists():  # a SIGINT may go to any thread that takes it:
+        assert chat.threads_open_to_sigint() == [chat.pid]  # only the one in readline
     chat.type("\x03")  # Ctrl-C at the prompt
     assert chat.exit_code() == 0 and "Traceback" not in chat.seen
 

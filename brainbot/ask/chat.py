@@ -29,13 +29,16 @@ PROMPT = "> "
 def chat(db, *, k: int = 8, model: str | None = None, conversation: str | None = None,
          follow_up: bool = False, stdin=None, stdout=None) -> int:
     """Run the loop until /quit, Ctrl-D or Ctrl-C; the exit code."""
-    from brainbot.ask.conversation import Thread
-    from brainbot.search.searcher import Searcher
-
     stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
-    thread = Thread.open(db, conversation, follow_up)
     _readline(stdin)
+    # Everything that may start a thread, imports included: importing numpy (which
+    # conversation.py does) starts OpenBLAS's, and one thread left open to SIGINT made
+    # Ctrl-C at the prompt do nothing now and then (make test under a CPU hog).
     with _main_thread_takes_ctrl_c():
+        from brainbot.ask.conversation import Thread
+        from brainbot.search.searcher import Searcher
+
+        thread = Thread.open(db, conversation, follow_up)
         searcher = Searcher(db)
         _warm(searcher)
     with searcher:
