@@ -1,26 +1,31 @@
-"""Embedding throughput: brainbot's Embedder against the limit, and the int8 variant.
+"""Embedding throughput: brainbot's Embedder against the limit, fp32 against both int8s.
 
 What is measured, in one run on one machine:
 
-- **Embedder** — ``brainbot.Embedder().embed(chunks)``: tokenizing, sorting by length,
-  padding, onnxruntime, reordering. Session already created (one warm-up call).
+- **Embedder** — ``brainbot.Embedder("fp32").embed(chunks)``: tokenizing, sorting by
+  length, padding, onnxruntime, reordering. Session already created (one warm-up call).
 - **limit** — the same ONNX file and session options driven alone by onnxruntime over
   inputs tokenized, sorted and padded beforehand, the same batch size: only
   ``session.run`` is timed. Embedder / limit is the overhead brainbot adds.
+- **int8** — ``Embedder("int8")``, the per-token int8 graph (model/int8_graph.py, issue
+  #33), and **int8_dynamic**, what `--precision int8` ran before it (onnxruntime's
+  dynamic quantization, one activation scale per batch), through the same Embedder
+  batching: speed, cosine to fp32 on the chunks and to sentence-transformers' reference
+  vectors, one text at a time and in batches, and whether a chunk alone gives the bytes
+  it gives in a batch.
 - **sentence-transformers** on torch, only when importable (brainbot never imports it).
-- **int8** — the dynamically quantized graph through the Embedder: speed, and its cosine
-  against fp32 and against sentence-transformers' reference vectors, one text at a time
-  and in batches (its vectors depend on the batch: activations are quantized per batch).
 - Export time (fp32, int8) into an empty cache, and session creation time.
 
 Data: ~200-word chunks of the Rust book (../shared/data/corpora/rust-book/src, paragraphs
 grouped until they reach 200 words). Many exceed 256 wordpieces and are truncated, as
-they would be by any MiniLM pipeline. Rounds alternate limit and Embedder; the best round
-of each is reported (the machine is shared), the median too. int8 runs in every round.
+they would be by any MiniLM pipeline. Each round runs limit, fp32, int8 and int8_dynamic
+once, the order rotating from round to round (the machine is shared); the best round of
+each is reported, the median too, and the int8 speed-ups are the median of the per-round
+ratios to fp32 (and best against best). The load average is recorded before and after.
 
 Not measured: file reading, chunking, SQLite writes, query-time search.
 
-    .venv/bin/python benchmarks/bench_embed.py [--chunks 160] [--rounds 5]
+    flock /tmp/brainbot-bench.lock .venv/bin/python benchmarks/bench_embed.py [--chunks 160] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -184,6 +189,51 @@ def query_latency_ms(emb: Embedder) -> float:
     return round(statistics.median(times) * 1000, 2)
 
 
+def dynamic_int8(out: Path) -> Path:
+    """What `--precision int8` ran before issue #33: onnxruntime's dynamic quantization of
+    the fp32 export (per-channel 7-bit weights, MatMul only; one activation scale per
+    batch tensor)."""
+    import logging
+
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    logging.getLogger().setLevel(logging.ERROR)  # its "pre-processing" advice
+    quantize_dynamic(str(export.onnx_path("fp32")), str(out), weight_type=QuantType.QInt8,
+                     op_types_to_quantize=["MatMul"], per_channel=True, reduce_range=True)
+    return out
+
+
+def embedder_over(path: Path, threads: int, batch_size: int) -> Embedder:
+    """An Embedder (its tokenizing and batching) over a session of another ONNX file."""
+    import onnxruntime as ort
+
+    from brainbot.model.session import session_options
+
+    e = Embedder("int8", threads=threads, batch_size=batch_size)
+    e._tokenizer = load_tokenizer(max_length=MAX_TOKENS, truncate=True)
+    e._session = ort.InferenceSession(str(path), session_options(threads, True),
+                                      providers=["CPUExecutionProvider"])
+    return e
+
+
+def race(runs: dict, rounds: int) -> dict[str, list[float]]:
+    """Each run once a round, the order rotating; name -> seconds per round."""
+    names, times = list(runs), {name: [] for name in runs}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            seconds, runs[name][1] = timed(runs[name][0])
+            times[name].append(seconds)
+    return times
+
+
+def closeness(vectors: np.ndarray, fp32: np.ndarray, alone: np.ndarray) -> dict:
+    cos = cosines(vectors, fp32)
+    return {"min_cosine": round(float(cos.min()), 5), "mean_cosine": round(float(cos.mean()), 5),
+            "batched_vs_alone_min_cosine": round(float(cosines(vectors[: len(alone)], alone).min()), 6),
+            "batched_vs_alone_max_abs": float(np.abs(vectors[: len(alone)] - alone).max()),
+            "alone_bit_identical": bool(np.array_equal(vectors[: len(alone)], alone))}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunks", type=int, default=160)
@@ -191,42 +241,39 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=8)
     args = parser.parse_args()
 
+    load_before = os.getloadavg()[0]
     chunks = load_chunks(args.chunks)
     threads = physical_cores()
     setup = measure_export()
-    fp32, int8 = Embedder(batch_size=args.batch_size), Embedder("int8", batch_size=args.batch_size)
+    fp32, int8 = Embedder("fp32", batch_size=args.batch_size), Embedder("int8", batch_size=args.batch_size)
     limit = session_for(export.onnx_path("fp32"), threads)
     batches, ids = prebatched(chunks, args.batch_size)
     full = [e.ids for e in load_tokenizer(truncate=False).encode_batch(chunks)]
     tokens = [min(len(i), MAX_TOKENS) for i in full]
 
+    with tempfile.TemporaryDirectory() as tmp:
+        dynamic = embedder_over(dynamic_int8(Path(tmp) / "dynamic.onnx"), threads, args.batch_size)
     # Verify before timing: the Embedder and the bare session must agree exactly.
     ours, bare = fp32.embed(chunks[:16]), run_limit(limit, prebatched(chunks[:16], args.batch_size)[0], 16)
     assert np.abs(ours - bare).max() < 1e-5, "Embedder and the bare session disagree"
     int8.embed(chunks[:8])
+    dynamic.embed(chunks[:8])
 
-    # Short rounds, alternating which runs first: throughput on this shared VM swings
-    # by up to 2x from one pass to the next (measured), so the best of several paired
-    # rounds is compared, with the median of the per-round ratios beside it.
-    t_limit, t_ours, t_int8 = [], [], []
-    for r in range(args.rounds):
-        first_limit = r % 2 == 0
-        for which in ("limit", "ours") if first_limit else ("ours", "limit"):
-            if which == "limit":
-                seconds, limit_out = timed(lambda: run_limit(limit, batches, len(chunks)))
-                t_limit.append(seconds)
-            else:
-                seconds, ours = timed(lambda: fp32.embed(chunks))
-                t_ours.append(seconds)
-        seconds, ours8 = timed(lambda: int8.embed(chunks))
-        t_int8.append(seconds)
-    assert np.abs(ours - limit_out).max() < 1e-5
+    runs = {"limit": [lambda: run_limit(limit, batches, len(chunks)), None],
+            "embedder_fp32": [lambda: fp32.embed(chunks), None],
+            "embedder_int8": [lambda: int8.embed(chunks), None],
+            "embedder_int8_dynamic": [lambda: dynamic.embed(chunks), None]}
+    times = race(runs, args.rounds)
+    out = {name: run[1] for name, run in runs.items()}
+    assert np.abs(out["embedder_fp32"] - out["limit"]).max() < 1e-5
 
-    alone8 = np.stack([int8.embed_query(c) for c in chunks[:48]])
+    alone = {name: np.stack([e.embed_query(c) for c in chunks[:48]])
+             for name, e in (("int8", int8), ("int8_dynamic", dynamic))}
     results = {
         "benchmark": "embedding throughput, ~200-word chunks",
         "model": MODEL_ID,
-        "machine": {"cpu": _cpu_name(), "physical_cores": threads, "python": platform.python_version(),
+        "machine": {"cpu": _cpu_name(), "vnni": _has_vnni(), "physical_cores": threads,
+                    "python": platform.python_version(),
                     "onnxruntime": __import__("onnxruntime").__version__, "numpy": np.__version__},
         "data": {"corpus": "rust-book/src", "chunks": len(chunks), "words_per_chunk": [CHUNK_WORDS * 3 // 4, CHUNK_WORDS],
                  "mean_tokens_before_truncation": round(float(np.mean([len(i) for i in full])), 1),
@@ -234,26 +281,39 @@ def main() -> None:
                  "truncated_at_256": int(sum(len(i) > MAX_TOKENS for i in full))},
         "settings": {"batch_size": args.batch_size, "intra_op_threads": threads, "rounds": args.rounds,
                      "graph_optimization": "ORT_ENABLE_ALL", "execution_mode": "sequential"},
-        "chunks_per_s": {
-            "limit": _rate(chunks, t_limit), "embedder_fp32": _rate(chunks, t_ours),
-            "embedder_int8": _rate(chunks, t_int8)},
-        "embedder_vs_limit": round(min(t_limit) / min(t_ours), 4),
-        "embedder_vs_limit_median_of_rounds": round(statistics.median(
-            lim / our for lim, our in zip(t_limit, t_ours, strict=True)), 4),
-        "int8_speedup_vs_fp32": round(min(t_ours) / min(t_int8), 3),
-        "query_latency_ms_p50": {"fp32": query_latency_ms(fp32), "int8": query_latency_ms(int8)},
-        "int8_vs_fp32_on_chunks": {
-            "min_cosine": round(float(cosines(ours8, ours).min()), 5),
-            "mean_cosine": round(float(cosines(ours8, ours).mean()), 5),
-            "batched_vs_alone_min_cosine": round(float(cosines(ours8[:48], alone8).min()), 6),
-            "batched_vs_alone_max_abs": float(np.abs(ours8[:48] - alone8).max())},
-        "reference": measure_reference({"fp32": fp32, "int8": int8}),
+        "load_average": {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2)},
+        "chunks_per_s": {name: _rate(chunks, t) for name, t in times.items()},
+        "embedder_vs_limit": round(min(times["limit"]) / min(times["embedder_fp32"]), 4),
+        "embedder_vs_limit_median_of_rounds": _median_ratio(times["limit"], times["embedder_fp32"]),
+        "int8_speedup_vs_fp32": _median_ratio(times["embedder_fp32"], times["embedder_int8"]),
+        "int8_speedup_vs_fp32_best": round(min(times["embedder_fp32"]) / min(times["embedder_int8"]), 3),
+        "int8_speedup_vs_fp32_per_round": [round(f / i, 3) for f, i in
+                                           zip(times["embedder_fp32"], times["embedder_int8"], strict=True)],
+        "int8_dynamic_speedup_vs_fp32": _median_ratio(times["embedder_fp32"], times["embedder_int8_dynamic"]),
+        "query_latency_ms_p50": {"fp32": query_latency_ms(fp32), "int8": query_latency_ms(int8),
+                                 "int8_dynamic": query_latency_ms(dynamic)},
+        "int8_vs_fp32_on_chunks": closeness(out["embedder_int8"], out["embedder_fp32"], alone["int8"]),
+        "int8_dynamic_vs_fp32_on_chunks": closeness(out["embedder_int8_dynamic"], out["embedder_fp32"],
+                                                    alone["int8_dynamic"]),
+        "reference": measure_reference({"fp32": fp32, "int8": int8, "int8_dynamic": dynamic}),
         "sentence_transformers": sentence_transformers_column(chunks, args.batch_size),
         **setup,
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     print(markdown(results))
+
+
+def _median_ratio(a: list[float], b: list[float]) -> float:
+    return round(statistics.median(x / y for x, y in zip(a, b, strict=True)), 3)
+
+
+def _has_vnni() -> bool:
+    try:
+        flags = Path("/proc/cpuinfo").read_text(errors="replace").split()
+    except OSError:
+        return False
+    return "avx512_vnni" in flags or "avx_vnni" in flags
 
 
 def _rate(chunks, times) -> dict:
@@ -279,27 +339,30 @@ def markdown(r: dict) -> str:
     cps, ref = r["chunks_per_s"], r["reference"]
     st = r["sentence_transformers"]
     st_cell = f"{st['chunks_per_s']}" if st["status"] == "measured" else st["status"]
+    row = lambda name, key, precision: (  # noqa: E731
+        f"| {name} | {cps[key]['best']} | {cps[key]['median']} | {cps[key]['best'] / cps['limit']['best']:.3f} | "
+        f"{_cos(ref, precision, 'min_cosine_one_at_a_time')} (batched {_cos(ref, precision, 'min_cosine_batched')}) |")
+    i8, dyn = r["int8_vs_fp32_on_chunks"], r["int8_dynamic_vs_fp32_on_chunks"]
     lines = [
         f"Embedding {r['data']['chunks']} chunks of 150-200 words ({r['data']['mean_tokens_after_truncation']} "
         f"wordpieces on average after truncation, {r['data']['truncated_at_256']} truncated), batch {r['settings']['batch_size']}, {r['settings']['intra_op_threads']} "
-        f"threads, {r['machine']['cpu']}",
+        f"threads, {r['machine']['cpu']}, load {r['load_average']['before']} / {r['load_average']['after']}",
         "",
         "| engine | chunks/s (best) | chunks/s (median) | vs limit | min cosine vs reference |",
         "|---|---|---|---|---|",
         f"| limit: onnxruntime alone, pre-batched | {cps['limit']['best']} | {cps['limit']['median']} | 1.00 | — |",
-        f"| brainbot Embedder fp32 | {cps['embedder_fp32']['best']} | {cps['embedder_fp32']['median']} | "
-        f"{r['embedder_vs_limit']:.3f} | {_cos(ref, 'fp32', 'min_cosine_one_at_a_time')} (batched "
-        f"{_cos(ref, 'fp32', 'min_cosine_batched')}) |",
-        f"| brainbot Embedder int8 | {cps['embedder_int8']['best']} | {cps['embedder_int8']['median']} | "
-        f"{cps['embedder_int8']['best'] / cps['limit']['best']:.3f} | "
-        f"{_cos(ref, 'int8', 'min_cosine_one_at_a_time')} (batched {_cos(ref, 'int8', 'min_cosine_batched')}) |",
+        row("brainbot Embedder fp32", "embedder_fp32", "fp32"),
+        row("brainbot Embedder int8", "embedder_int8", "int8"),
+        row("int8 before #33 (dynamic)", "embedder_int8_dynamic", "int8_dynamic"),
         f"| sentence-transformers (torch) | {st_cell} | | | |",
         "",
         f"Embedder / limit: best {r['embedder_vs_limit']:.3f}, median of paired rounds "
         f"{r['embedder_vs_limit_median_of_rounds']:.3f}.",
-        f"int8: {r['int8_speedup_vs_fp32']}x fp32; cosine to fp32 on chunks min "
-        f"{r['int8_vs_fp32_on_chunks']['min_cosine']} mean {r['int8_vs_fp32_on_chunks']['mean_cosine']}; "
-        f"same chunk alone vs in a batch: min cosine {r['int8_vs_fp32_on_chunks']['batched_vs_alone_min_cosine']}.",
+        f"int8: {r['int8_speedup_vs_fp32']}x fp32 (median of rounds; best/best {r['int8_speedup_vs_fp32_best']}); "
+        f"cosine to fp32 on chunks min {i8['min_cosine']} mean {i8['mean_cosine']}; alone vs in a batch "
+        f"bit-identical: {i8['alone_bit_identical']}.",
+        f"int8 before #33: {r['int8_dynamic_speedup_vs_fp32']}x; cosine min {dyn['min_cosine']} mean "
+        f"{dyn['mean_cosine']}; alone vs in a batch max abs {dyn['batched_vs_alone_max_abs']:.4f}.",
         f"Query latency p50: fp32 {r['query_latency_ms_p50']['fp32']} ms, int8 {r['query_latency_ms_p50']['int8']} ms. "
         f"Export: fp32 {r['export_seconds']['fp32']} s, int8 +{r['export_seconds']['int8_after_fp32']} s; "
         f"session {r['session_seconds']['fp32']} s.",

@@ -73,8 +73,9 @@ def _add_index(sub) -> None:
     p.add_argument("--rebuild", action="store_true", help="start the database from scratch")
     p.add_argument("--prune", action="store_true",
                    help="remove the notes of indexed roots not present on this machine")
-    p.add_argument("--precision", choices=["fp32", "int8"], default="fp32",
-                   help="embedding precision (int8 is measured in the README)")
+    p.add_argument("--precision", choices=["fp32", "int8"], default=None,
+                   help="embedding precision of a new index (default int8; an existing "
+                        "index keeps its own; fp32: sentence-transformers' exact vectors)")
     p.add_argument("--no-embed", action="store_true",
                    help="stop after the lexical phase (BM25, links, tags, filters); a later "
                         "index or watch embeds the chunks")
@@ -180,8 +181,8 @@ def _add_eval(sub) -> None:
     p.add_argument("-k", type=_positive, default=10,
                    help="with --questions: hits a question may be found in (default 10)")
     p.add_argument("--limit", type=int, default=None, help="only the first N queries")
-    p.add_argument("--precision", choices=["fp32", "int8"], default="fp32",
-                   help="embedding precision of a BEIR index built for the eval")
+    p.add_argument("--precision", choices=["fp32", "int8"], default=None,
+                   help="embedding precision of a BEIR index built for the eval (default int8)")
     p.add_argument("--json", action="store_true", help="print the scores as JSON")
     p.set_defaults(func="cmd_eval")
 
@@ -280,8 +281,8 @@ def _add_model(sub) -> None:
     p.add_argument("action", choices=["pull", "export", "info"],
                    help="pull: install the model files; export: build the ONNX graph and "
                         "print its path; info: the model, its folder and checksum")
-    p.add_argument("--precision", choices=["fp32", "int8"], default="fp32",
-                   help="the graph to export (default fp32)")
+    p.add_argument("--precision", choices=["fp32", "int8"], default="int8",
+                   help="the graph to export (default int8)")
     p.set_defaults(func="cmd_model")
 
 

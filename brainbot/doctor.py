@@ -143,7 +143,7 @@ def _check_writable(store: Store) -> None:
     from brainbot.store import identity
 
     meta = store.meta()
-    precision = "int8" if ":int8" in meta.get("embedder", "") else "fp32"
+    precision = identity.precision_of(meta) or "fp32"
     identity.check(meta, store.target, writer=identity.current(precision))
 
 

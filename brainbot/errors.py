@@ -117,11 +117,12 @@ class OlderSchemaError(IncompatibleIndexError):
 class IdentityMismatchError(IncompatibleIndexError):
     """The index was built by another model, tokenizer, chunker, analyzer or embedder."""
 
-    def __init__(self, target, key: str, theirs: str, ours: str) -> None:
+    def __init__(self, target, key: str, theirs: str, ours: str, why: str = "") -> None:
         self.key, self.theirs, self.ours = key, theirs, ours  # the watcher adopts a precision
         fix = f"brainbot index NOTES --db {_quote(target)} --rebuild"
         super().__init__(f"{target} was built with {key} {theirs!r}, this brainbot uses "
-                         f"{ours!r}; rebuild it with `{fix}` or use another --db", fix)
+                         f"{ours!r}{f' ({why})' if why else ''}; rebuild it with `{fix}` or use "
+                         "another --db", fix)
 
 
 class ReadOnlyStoreError(StoreError):

@@ -108,7 +108,7 @@ def _corpus_records(folder: Path, root: str):
         yield record(root, str(doc["_id"]), f"{title}\n\n{body}" if title else body)
 
 
-def index_beir(folder: Path, db_path: Path, precision: str = "fp32") -> dict:
+def index_beir(folder: Path, db_path: Path, precision: str | None = None) -> dict:
     from brainbot.index.indexer import Indexer
 
     if not (folder / "corpus.jsonl").is_file():
@@ -132,8 +132,9 @@ def _doc_ranking(hits, limit: int = 100) -> list[str]:
 
 def run_beir(folder: Path, *, db: str | None = None, split: str = "test",
              modes: list[str] | None = None, limit: int | None = None,
-             precision: str = "fp32") -> dict:
+             precision: str | None = None) -> dict:
     from brainbot.search.searcher import Searcher
+    from brainbot.store.identity import precision_of
 
     modes = modes or ["bm25", "vector", "hybrid"]
     db_path = _beir_db(folder, db)
@@ -144,7 +145,8 @@ def run_beir(folder: Path, *, db: str | None = None, split: str = "test",
     searcher = Searcher(db_path)
     refuse_partial(searcher, modes)
     result = {"dataset": folder.name, "split": split, "queries": len(qids),
-              "db": searcher.store.target, "index": index_stats, "modes": {}}
+              "db": searcher.store.target, "precision": precision_of(searcher.meta),
+              "index": index_stats, "modes": {}}
     for name in modes:
         mode, rerank = MODE_ALIASES.get(name, (name, False))
         scores = defaultdict(list)

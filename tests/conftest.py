@@ -67,12 +67,16 @@ class CountingEmbedder:
     def __init__(self, inner=None):
         from brainbot.model.embed import Embedder
 
-        self.inner = inner or Embedder()
+        self.inner = inner or Embedder("fp32")
         self.texts: list[str] = []
 
     @property
     def fingerprint(self):
         return self.inner.fingerprint
+
+    @property
+    def precision(self):  # an Indexer given no precision takes its embedder's
+        return self.inner.precision
 
     def embed(self, texts):
         self.texts.extend(texts)
@@ -84,9 +88,11 @@ class CountingEmbedder:
 
 @pytest.fixture(scope="session")
 def shared_embedder():
+    """fp32, sentence-transformers' vectors: the suite's indexes and golden results were
+    made with it (the int8 default has its own tests: test_int8.py)."""
     from brainbot.model.embed import Embedder
 
-    return Embedder()
+    return Embedder("fp32")
 
 
 @pytest.fixture

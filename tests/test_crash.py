@@ -275,18 +275,21 @@ def need_dwarves(lab: Lab) -> None:
 # --- 1. crashes ------------------------------------------------------------------------------
 
 
-def test_embedder_is_bit_for_bit_batch_independent(shared_embedder):
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_embedder_is_bit_for_bit_batch_independent(shared_embedder, precision):
     """What makes a resumed index byte-identical to a clean one: a text's vector does not
-    depend on the texts batched with it, their order or the batch size."""
+    depend on the texts batched with it, their order or the batch size, in either
+    precision (the crash lab below runs the CLI's default, int8)."""
     from brainbot.model.embed import Embedder
 
+    embedder = shared_embedder if precision == "fp32" else Embedder(precision)
     texts = [f"Note {i}: " + "the quick brown fox jumps over the lazy dog " * (i % 9 + 1)
              for i in range(21)] + ["", "ünïcødé 漢字 😀", "x " * 400]
-    together = shared_embedder.embed(texts)
-    alone = np.stack([shared_embedder.embed([t])[0] for t in texts])
-    backwards = shared_embedder.embed(texts[::-1])[::-1]
-    small = Embedder(batch_size=3)
-    small._tokenizer, small._session = shared_embedder._load()
+    together = embedder.embed(texts)
+    alone = np.stack([embedder.embed([t])[0] for t in texts])
+    backwards = embedder.embed(texts[::-1])[::-1]
+    small = Embedder(precision, batch_size=3)
+    small._tokenizer, small._session = embedder._load()
     in_threes = small.embed(texts)
     for other in (alone, backwards, in_threes):
         assert together.tobytes() == other.tobytes()

@@ -51,7 +51,7 @@ def cache(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def embedder(cache):
-    return Embedder()
+    return Embedder("fp32")
 
 
 @pytest.fixture(scope="module")
@@ -89,14 +89,14 @@ def test_reference_in_mixed_batches(cache, reference, batch_size):
     texts, ref = reference
     order = list(range(len(texts)))
     random.Random(batch_size).shuffle(order)
-    ours = Embedder(batch_size=batch_size).embed([texts[i] for i in order])
+    ours = Embedder("fp32", batch_size=batch_size).embed([texts[i] for i in order])
     _assert_matches(ours, ref[order], [texts[i] for i in order], f"batch_size={batch_size}")
 
 
 def test_padding_does_not_change_vectors(embedder, reference):
     texts, _ = reference
     alone = np.stack([embedder.embed_query(t) for t in texts[:12]])
-    together = Embedder(batch_size=len(texts)).embed(texts)[:12]
+    together = Embedder("fp32", batch_size=len(texts)).embed(texts)[:12]
     np.testing.assert_allclose(together, alone, atol=2e-6)
 
 
@@ -105,11 +105,11 @@ def test_vector_bytes_do_not_depend_on_the_batch(embedder, reference):
     # depend on what else was embedded with it, the batch size, or the order.
     texts, _ = reference
     texts = list(texts) + [f"note {i}: " + "lorem ipsum " * (i * 7) for i in range(20)]
-    base = Embedder(batch_size=8).embed(texts)
+    base = Embedder("fp32", batch_size=8).embed(texts)
     alone = np.stack([embedder.embed([t])[0] for t in texts])
     order = np.random.default_rng(3).permutation(len(texts))
     shuffled = np.empty_like(base)
-    shuffled[order] = Embedder(batch_size=5).embed([texts[i] for i in order])
+    shuffled[order] = Embedder("fp32", batch_size=5).embed([texts[i] for i in order])
     assert np.array_equal(base, alone) and np.array_equal(base, shuffled)
 
 
@@ -145,7 +145,7 @@ def test_empty_input(embedder):
 
 
 def test_counters_count_what_reached_the_model(cache):
-    e = Embedder(batch_size=2)
+    e = Embedder("fp32", batch_size=2)
     e.embed(["hello world", "a", "b c"])
     assert e.texts_seen == 3
     assert e.tokens_seen == 4 + 3 + 4  # [CLS] … [SEP] around each text
@@ -166,7 +166,7 @@ def test_long_text_truncated_like_sentence_transformers(embedder):
 
 
 def test_bad_input_is_refused(cache):
-    e = Embedder()
+    e = Embedder("fp32")
     with pytest.raises(InputError):
         e.embed("a string, not a list")
     with pytest.raises(InputError):
@@ -174,11 +174,11 @@ def test_bad_input_is_refused(cache):
     with pytest.raises(InputError):
         Embedder(precision="fp16")
     with pytest.raises(InputError):
-        Embedder(batch_size=0)
+        Embedder("fp32", batch_size=0)
 
 
 def test_lazy_and_torch_free(cache):
-    e = Embedder()
+    e = Embedder("fp32")
     assert e._session is None  # nothing heavy in __init__
     assert "sentence-transformers/all-MiniLM-L6-v2@53aa51172d14:fp32:onnx-v" in e.fingerprint
     assert Embedder(precision="int8").fingerprint != e.fingerprint
@@ -268,7 +268,7 @@ def _optimized_files(cache_folder):
 
 
 def test_optimized_graph_is_made_checked_and_used(cache):
-    Embedder().embed_query("warm up")  # makes it when missing
+    Embedder("fp32").embed_query("warm up")  # makes it when missing
     graph, data, sidecar = _optimized_files(cache)
     meta = json.loads(sidecar.read_text())
     assert meta["usable"] is True and meta["onnxruntime"] in graph.name
@@ -282,7 +282,7 @@ def test_optimized_graph_is_made_checked_and_used(cache):
 
 
 def test_optimized_graph_is_reused(cache, monkeypatch):
-    Embedder().embed_query("warm up")
+    Embedder("fp32").embed_query("warm up")
     monkeypatch.setattr(session, "make_optimized", lambda *a: pytest.fail("made again"))
     assert session.optimized_path("fp32", 2) == _optimized_files(cache)[0]
 
@@ -444,7 +444,7 @@ def test_the_model_files_are_hashed_once_across_processes(ledger, monkeypatch):
 # What holds everywhere: on the machine running the test, the pre-optimized graph gives
 # the bytes of the plain export and a text alone the bytes of the same text in a batch;
 # against the fixture, every vector is within FIXTURE_MAX_ABS and FIXTURE_MIN_COSINE.
-# A change that moves vectors past that must bump EXPORT_VERSION and regenerate it with
+# A change that moves vectors past that must bump EXPORT_VERSIONS["fp32"] and regenerate it with
 # `python tests/test_embed.py --write-fixture`, so that old indexes are refused.
 FIXTURE_MAX_ABS = 1e-6  # 12x the largest cross-CPU difference measured (8.2e-8)
 FIXTURE_MIN_COSINE = 0.99999
@@ -497,12 +497,12 @@ def _decode(s: str) -> np.ndarray:
 def write_fixture() -> None:
     import hashlib
 
-    from brainbot.model.onnx_export import EXPORT_VERSION
+    from brainbot.model.onnx_export import EXPORT_VERSIONS
 
-    vectors = _fixture_vectors(Embedder)
+    vectors = _fixture_vectors(_fp32)
     record = {"about": "fp32 vectors of FIXTURE_TEXTS in tests/test_embed.py, base64 of "
                        "little-endian float32, shape (texts, 384)",
-              "export_version": EXPORT_VERSION, "fingerprint": Embedder().fingerprint,
+              "export_version": EXPORT_VERSIONS["fp32"], "fingerprint": Embedder("fp32").fingerprint,
               "texts": list(FIXTURE_TEXTS),
               "sha256": {k: hashlib.sha256(v.astype("<f4").tobytes()).hexdigest()
                          for k, v in vectors.items()},
@@ -510,15 +510,19 @@ def write_fixture() -> None:
     FIXTURE.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
+def _fp32() -> Embedder:
+    return Embedder("fp32")
+
+
 def test_vectors_match_the_fixture_on_any_cpu(cache):
-    from brainbot.model.onnx_export import EXPORT_VERSION
+    from brainbot.model.onnx_export import EXPORT_VERSIONS
 
     record = json.loads(FIXTURE.read_text(encoding="utf-8"))
     assert record["texts"] == list(FIXTURE_TEXTS), "fixture texts changed: regenerate it"
-    assert record["export_version"] == EXPORT_VERSION, (
-        "EXPORT_VERSION was bumped: regenerate the fixture with "
+    assert record["export_version"] == EXPORT_VERSIONS["fp32"], (
+        "EXPORT_VERSIONS['fp32'] was bumped: regenerate the fixture with "
         "`python tests/test_embed.py --write-fixture`")
-    got = _fixture_vectors(Embedder)
+    got = _fixture_vectors(_fp32)
     for how in ("batch", "alone"):
         want = _decode(record[how]).astype(np.float64)
         have = got[how].astype(np.float64)
@@ -528,22 +532,22 @@ def test_vectors_match_the_fixture_on_any_cpu(cache):
         moved = [(FIXTURE_TEXTS[i][:30], float(worst[i]), float(cosine[i]))
                  for i in range(len(want))
                  if worst[i] > FIXTURE_MAX_ABS or cosine[i] < FIXTURE_MIN_COSINE]
-        assert not moved, f"{how}: vectors moved for {moved}; bump EXPORT_VERSION"
+        assert not moved, f"{how}: vectors moved for {moved}; bump EXPORT_VERSIONS['fp32']"
 
 
 def test_alone_and_in_a_batch_are_bit_identical_here(cache):
-    got = _fixture_vectors(Embedder)
+    got = _fixture_vectors(_fp32)
     assert got["batch"].tobytes() == got["alone"].tobytes()
 
 
 def test_optimized_graph_gives_the_plain_exports_bytes_here(cache, monkeypatch):
     """The cached pre-optimized graph (what every Embedder loads) against a session over
     the module's fresh export, optimized at load, on the CPU running the test."""
-    cached = Embedder(threads=2)
+    cached = Embedder("fp32", threads=2)
     fast = cached.embed(list(FIXTURE_TEXTS))
     assert Path(cached._session._model_path).name.endswith(".opt.onnx")
     monkeypatch.setattr(session, "optimized_path", lambda *a: None)
-    plain = Embedder(threads=2)
+    plain = Embedder("fp32", threads=2)
     slow = plain.embed(list(FIXTURE_TEXTS))
     assert Path(plain._session._model_path).name == export.cache_name("fp32")
     assert fast.tobytes() == slow.tobytes()

@@ -161,7 +161,7 @@ class Indexer:
 
     embed_chunks: int | None = None  # chunks per semantic batch; None: EMBED_CHUNKS
 
-    def __init__(self, target, *, precision: str = "fp32", embedder=None, params=None,
+    def __init__(self, target, *, precision: str | None = None, embedder=None, params=None,
                  rebuild: bool = False, progress: Callable[[int, int], None] | None = None,
                  stop=None, embed: bool = True,
                  embed_progress: Callable[[int, int], None] | None = None,
@@ -172,8 +172,10 @@ class Indexer:
 
         self.target = target  # the --db target: a path or a postgresql:// URL
         self.params = params or ChunkParams()
-        self.identity = current(precision, self.params)
-        self.precision = precision
+        # None: the given embedder's, else the one the index records, else the default
+        # (resolved on __enter__, when the index is read)
+        self.precision = precision or getattr(embedder, "precision", None)
+        self.identity = current(self.precision, self.params) if self.precision else None
         self._embedder = embedder
         self.counter = TokenCounter()
         self.progress = progress
@@ -189,6 +191,13 @@ class Indexer:
 
     # -- lifecycle -------------------------------------------------------------------
     def __enter__(self) -> Indexer:
+        if self.precision is None:  # an index keeps the precision it was built with
+            from brainbot.model.embed import DEFAULT_PRECISION
+            from brainbot.store.identity import current, precision_of
+            from brainbot.store.target import recorded_meta
+
+            self.precision = precision_of(recorded_meta(self.target)) or DEFAULT_PRECISION
+            self.identity = current(self.precision, self.params)
         self.store = open_store(self.target, write=True, identity=self.identity,
                                 rebuild=self.rebuild)
         try:

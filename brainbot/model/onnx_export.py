@@ -1,22 +1,22 @@
-"""all-MiniLM-L6-v2 as an ONNX graph, built from model.safetensors without torch.
+"""all-MiniLM-L6-v2 as an ONNX file, built from model.safetensors without torch, checked
+and cached.
 
-The graph is written node by node with ``onnx.helper`` (opset 17): BERT embeddings
-(word + absolute position + token type 0), six post-LayerNorm encoder layers with exact
-erf GELU, then mean pooling over the attention mask and L2 normalisation, as
-sentence-transformers does. Inputs ``input_ids`` and ``attention_mask`` (int64
-[batch, seq], seq <= 512); output ``sentence_embedding`` (float32 [batch, 384]).
+The graphs are written node by node: fp32 in ``model/graph.py`` (it matches
+sentence-transformers), int8 in ``model/int8_graph.py`` (per-token activation scales: a
+text's vector is a function of that text alone, issue #33). Inputs ``input_ids`` and
+``attention_mask`` (int64 [batch, seq], seq <= 512); output ``sentence_embedding``
+(float32 [batch, 384]).
 
 Exports are cached in ``$BRAINBOT_CACHE_DIR`` (else ``$XDG_CACHE_HOME/brainbot``, else
-``~/.cache/brainbot``), keyed by the weights' sha256, the precision and
-``EXPORT_VERSION``. A new export is checked before it is cached: fixed texts are run
-through onnxruntime and compared with a numpy forward pass of the same weights and with
-values stored from sentence-transformers. A cached file is checked against the sha256
-recorded beside it, and rebuilt when they differ.
+``~/.cache/brainbot``), keyed by the weights' sha256, the precision and its
+``EXPORT_VERSIONS`` entry. A new export is checked before it is cached: fixed texts are
+run through onnxruntime and compared with a numpy forward pass of the same weights
+(``model/twin.py``) and, for fp32, with values stored from sentence-transformers; int8 is
+also run text by text, in another order and on one and two threads, and must give the
+same bytes each way. A cached file is checked against the sha256 recorded beside it, and
+rebuilt when they differ.
 
 This module does not tokenize or batch (see ``model/embed.py``) and never touches the network.
-``precision="int8"`` is onnxruntime's dynamic quantization of the fp32 graph: faster, but
-less accurate, and a text's vector depends on the other texts of its batch (activations
-are quantized per batch), so an index built with it is not reproducible.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ import numpy as np
 from brainbot.errors import ExportError, InputError
 
 from .files import (
-    DIMENSION,
     MODEL_ID,
     cache_dir,
     sha256_file,
@@ -40,19 +39,16 @@ from .files import (
     verified_model_dir,
     weights_sha256,
 )
+from .graph import HEADS, HIDDEN, INTERMEDIATE, LAYERS, OPSET, build_graph
+from .twin import numpy_forward
 
-# Bump when the graph changes: old cache files are then ignored, never reused.
-EXPORT_VERSION = 1
 PRECISIONS = ("fp32", "int8")
-OPSET = 17
-IR_VERSION = 8  # the IR of opset 17; keeps the file loadable by onnxruntime >= 1.13
-
-# BERT hyper-parameters of all-MiniLM-L6-v2 (its config.json, checked at export time).
-LAYERS, HIDDEN, HEADS, INTERMEDIATE, MAX_POSITIONS = 6, 384, 12, 1536, 512
-HEAD_DIM = HIDDEN // HEADS
-LAYER_NORM_EPS = 1e-12
-# transformers' extended attention mask adds finfo(float32).min at padded keys.
-MASK_FILL = float(np.finfo(np.float32).min)
+# Bump a precision's entry when its graph changes: its old cache files are then ignored,
+# never reused, and the index fingerprint (`embedder`) changes with it. int8 2: per-token
+# activation scales (1 was onnxruntime's dynamic quantization, one scale per batch).
+EXPORT_VERSIONS = {"fp32": 1, "int8": 2}
+# onnxruntime graph optimizers each precision's sessions run without.
+DISABLED_OPTIMIZERS = {"fp32": (), "int8": ("SkipLayerNormFusion",)}
 
 # Texts run through every new export before it is cached (short, long, unicode, code).
 CHECK_TEXTS = (
@@ -67,9 +63,11 @@ HELLO_WORLD_HEAD = (-0.034477, 0.031023, 0.006735, 0.026109,
                     -0.039362, -0.160302, 0.066924, -0.006441)
 # fp32 vs the numpy forward pass: measured max abs difference ~3e-7.
 FP32_ATOL = 1e-5
-# int8 vs the numpy fp32 forward pass on CHECK_TEXTS, as one batch: measured min cosine
-# 0.986 here; the floor catches a broken quantization, not a merely imprecise one.
-INT8_MIN_COSINE = 0.90
+# int8 on CHECK_TEXTS, as one batch, against the numpy fp32 forward pass: measured min
+# cosine 0.992 here ("hello world"; the target on real chunks is 0.99). The floor catches
+# a broken graph, not a merely imprecise one.
+INT8_MIN_COSINE = 0.98
+FILLER_IDS = (101, 102)  # [CLS] [SEP]: the row the Embedder adds beside a text alone
 
 
 # -- cache -------------------------------------------------------------------------
@@ -82,7 +80,7 @@ def _check_precision(precision: str) -> None:
 
 def cache_name(precision: str = "fp32") -> str:
     _check_precision(precision)
-    return f"minilm-l6-{weights_sha256()[:16]}-{precision}-v{EXPORT_VERSION}.onnx"
+    return f"minilm-l6-{weights_sha256()[:16]}-{precision}-v{EXPORT_VERSIONS[precision]}.onnx"
 
 
 def _sidecar(path: Path) -> Path:
@@ -136,17 +134,19 @@ def export(out_path: Path | str, precision: str = "fp32") -> dict:
         raise ExportError(f"cannot create the ONNX cache folder {out_path.parent}: {exc}") from exc
     started = time.perf_counter()
     weights = load_weights()
+    version = EXPORT_VERSIONS[precision]
     with tempfile.TemporaryDirectory(dir=out_path.parent, prefix=".export-") as tmp:
-        fp32 = Path(tmp) / "fp32.onnx"
-        _save(build_graph(weights), fp32)
-        final = fp32
+        final = Path(tmp) / f"{precision}.onnx"
         if precision == "int8":
-            final = Path(tmp) / "int8.onnx"
-            _quantize(fp32, final)
+            from .int8_graph import build_int8_graph
+
+            _save(build_int8_graph(weights, version), final)
+        else:
+            _save(build_graph(weights, version), final)
         report = verify(final, precision, weights)
         report.update(
             model=MODEL_ID, weights_sha256=weights_sha256(), precision=precision,
-            export_version=EXPORT_VERSION, opset=OPSET, sha256=sha256_file(final),
+            export_version=version, opset=OPSET, sha256=sha256_file(final),
             export_seconds=round(time.perf_counter() - started, 3),
         )
         sidecar_tmp = Path(tmp) / "meta.json"
@@ -183,207 +183,7 @@ def _save(model, path: Path) -> None:
     onnx.save(model, str(path))
 
 
-def _quantize(src: Path, dst: Path) -> None:
-    """Dynamic int8 quantization of the weight MatMuls of the fp32 graph.
-
-    Options measured against the reference vectors on this machine (AVX2, no VNNI),
-    min / mean cosine, one text at a time: the defaults 0.857 / 0.933; per-channel
-    weights 0.970 / 0.990; per-channel with reduce_range (7-bit weights, which avoid
-    int16 saturation in AVX2's u8*s8 multiply-add) 0.978 / 0.990, and as fast.
-    Quantizing the Gather of the word embeddings only shrinks the file, so it is left out.
-    """
-    import logging
-
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    # quantize_dynamic warns on the root logger that the graph was not "pre-processed";
-    # pre-processing (shape inference, fusions) changed neither speed nor accuracy here.
-    root = logging.getLogger()
-    quiet = _DropMessage("pre-processing")
-    root.addFilter(quiet)
-    try:
-        quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8,
-                         op_types_to_quantize=["MatMul"], per_channel=True, reduce_range=True)
-    except Exception as exc:  # onnxruntime raises plain Exceptions of many kinds
-        raise ExportError(f"dynamic int8 quantization failed: {exc}") from exc
-    finally:
-        root.removeFilter(quiet)
-
-
-class _DropMessage:
-    def __init__(self, needle: str) -> None:
-        self.needle = needle
-
-    def filter(self, record) -> bool:
-        return self.needle not in record.getMessage()
-
-
-# -- the graph -----------------------------------------------------------------------
-
-
-class _Graph:
-    """A tiny builder over onnx.helper: named initializers and nodes in order."""
-
-    def __init__(self) -> None:
-        self.nodes: list = []
-        self.inits: list = []
-        self._n = 0
-
-    def const(self, name: str, array: np.ndarray) -> str:
-        from onnx import numpy_helper
-
-        self.inits.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
-        return name
-
-    def op(self, op_type: str, *inputs: str, **attrs) -> str:
-        from onnx import helper
-
-        self._n += 1
-        out = f"{op_type.lower()}_{self._n}"
-        self.nodes.append(helper.make_node(op_type, list(inputs), [out],
-                                           name=f"{op_type}_{self._n}", **attrs))
-        return out
-
-    def linear(self, x: str, w: dict, prefix: str) -> str:
-        # torch Linear stores weight as [out, in]; MatMul wants [in, out].
-        weight = self.const(f"{prefix}.weight_t", w[f"{prefix}.weight"].T)
-        return self.op("Add", self.op("MatMul", x, weight), self.const(f"{prefix}.bias", w[f"{prefix}.bias"]))
-
-    def layer_norm(self, x: str, w: dict, prefix: str) -> str:
-        return self.op("LayerNormalization", x, self.const(f"{prefix}.weight", w[f"{prefix}.weight"]),
-                       self.const(f"{prefix}.bias", w[f"{prefix}.bias"]), axis=-1,
-                       epsilon=LAYER_NORM_EPS)
-
-
-def _embeddings(g: _Graph, w: dict) -> str:
-    """word + position + token-type-0 embeddings, then LayerNorm: [B, S, 384]."""
-    words = g.op("Gather", g.const("word_embeddings", w["embeddings.word_embeddings.weight"]),
-                 "input_ids", axis=0)
-    # Position ids as a Slice of a constant table: Range + Gather was mis-optimised by
-    # onnxruntime at its default optimisation level (measured on this machine). Token
-    # type 0 is folded into the same table (every type id is 0).
-    table = (w["embeddings.position_embeddings.weight"]
-             + w["embeddings.token_type_embeddings.weight"][0])
-    seq_len = g.op("Shape", "input_ids", start=1, end=2)
-    positions = g.op("Slice", g.const("position_table", table.astype(np.float32)),
-                     g.const("zero_1d", np.array([0], np.int64)), seq_len,
-                     g.const("axis0_1d", np.array([0], np.int64)))
-    return g.layer_norm(g.op("Add", words, positions), w, "embeddings.LayerNorm")
-
-
-def _attention(g: _Graph, h: str, mask_bias: str, w: dict, p: str) -> str:
-    """Multi-head self-attention of layer prefix ``p``: [B, S, 384] -> [B, S, 384]."""
-    split = g.const(f"{p}.split_shape", np.array([0, 0, HEADS, HEAD_DIM], np.int64))
-
-    def heads(name: str, perm: list[int]) -> str:  # [B, S, 384] -> [B, 12, ., .]
-        x = g.linear(h, w, f"{p}.attention.self.{name}")
-        return g.op("Transpose", g.op("Reshape", x, split), perm=perm)
-
-    q = heads("query", [0, 2, 1, 3])  # [B, 12, S, 32]
-    k = heads("key", [0, 2, 3, 1])  # [B, 12, 32, S]
-    v = heads("value", [0, 2, 1, 3])  # [B, 12, S, 32]
-    scale = g.const(f"{p}.scale", np.array(1.0 / np.sqrt(HEAD_DIM), np.float32))
-    scores = g.op("Add", g.op("Mul", g.op("MatMul", q, k), scale), mask_bias)  # [B,12,S,S]
-    context = g.op("MatMul", g.op("Softmax", scores, axis=-1), v)  # [B, 12, S, 32]
-    merged = g.op("Reshape", g.op("Transpose", context, perm=[0, 2, 1, 3]),
-                  g.const(f"{p}.merge_shape", np.array([0, 0, HIDDEN], np.int64)))
-    out = g.linear(merged, w, f"{p}.attention.output.dense")
-    return g.layer_norm(g.op("Add", out, h), w, f"{p}.attention.output.LayerNorm")
-
-
-def _feed_forward(g: _Graph, h: str, w: dict, p: str) -> str:
-    x = g.linear(h, w, f"{p}.intermediate.dense")  # [B, S, 1536]
-    # exact GELU: 0.5 x (1 + erf(x / sqrt 2)); opset 17 has no Gelu op.
-    erf = g.op("Erf", g.op("Div", x, g.const(f"{p}.sqrt2", np.array(np.sqrt(2.0), np.float32))))
-    gelu = g.op("Mul", g.op("Mul", x, g.op("Add", erf, g.const(f"{p}.one", np.array(1.0, np.float32)))),
-                g.const(f"{p}.half", np.array(0.5, np.float32)))
-    out = g.linear(gelu, w, f"{p}.output.dense")
-    return g.layer_norm(g.op("Add", out, h), w, f"{p}.output.LayerNorm")
-
-
-def _pool(g: _Graph, h: str, mask_f: str) -> str:
-    """Mean over unmasked tokens, then L2 normalisation: [B, S, 384] -> [B, 384]."""
-    axis1 = g.const("axis1_1d", np.array([1], np.int64))
-    m = g.op("Unsqueeze", mask_f, g.const("axis2_1d", np.array([2], np.int64)))  # [B,S,1]
-    summed = g.op("ReduceSum", g.op("Mul", h, m), axis1, keepdims=0)  # [B, 384]
-    counts = g.op("Clip", g.op("ReduceSum", m, axis1, keepdims=0),
-                  g.const("min_count", np.array(1e-9, np.float32)))  # [B, 1]
-    mean = g.op("Div", summed, counts)
-    norm = g.op("Max", g.op("ReduceL2", mean, axes=[1], keepdims=1),
-                g.const("min_norm", np.array(1e-12, np.float32)))
-    return g.op("Div", mean, norm)
-
-
-def build_graph(w: dict[str, np.ndarray]):
-    """The onnx.ModelProto of all-MiniLM-L6-v2 with pooling and normalisation."""
-    from onnx import TensorProto, helper
-
-    g = _Graph()
-    mask_f = g.op("Cast", "attention_mask", to=TensorProto.FLOAT)  # [B, S]
-    # (1 - mask) * finfo.min, broadcast over heads and queries: [B, 1, 1, S]
-    keep = g.op("Sub", g.const("one", np.array(1.0, np.float32)), mask_f)
-    mask_bias = g.op("Unsqueeze", g.op("Mul", keep, g.const("mask_fill", np.array(MASK_FILL, np.float32))),
-                     g.const("axes12", np.array([1, 2], np.int64)))
-    h = _embeddings(g, w)
-    for i in range(LAYERS):
-        h = _attention(g, h, mask_bias, w, f"encoder.layer.{i}")
-        h = _feed_forward(g, h, w, f"encoder.layer.{i}")
-    pooled = _pool(g, h, mask_f)
-    g.nodes.append(helper.make_node("Identity", [pooled], ["sentence_embedding"], name="output"))
-    graph = helper.make_graph(
-        g.nodes, "all-MiniLM-L6-v2",
-        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "sequence"]),
-         helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "sequence"])],
-        [helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT, ["batch", DIMENSION])],
-        g.inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="brainbot.export", producer_version=str(EXPORT_VERSION))
-    model.ir_version = IR_VERSION
-    model.doc_string = f"{MODEL_ID}, weights sha256 {weights_sha256()}, mean pooled, L2 normalised"
-    return model
-
-
-# -- the numpy twin, and verification ---------------------------------------------
-
-
-def _np_layer_norm(x: np.ndarray, w: dict, p: str) -> np.ndarray:
-    mu = x.mean(-1, keepdims=True)
-    var = ((x - mu) ** 2).mean(-1, keepdims=True)
-    return (x - mu) / np.sqrt(var + LAYER_NORM_EPS) * w[f"{p}.weight"] + w[f"{p}.bias"]
-
-
-def numpy_forward(w: dict[str, np.ndarray], ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """The same model in plain numpy (float64): the oracle for the ONNX graph. [B,S]->[B,384]"""
-    from math import erf
-
-    w = {k: v.astype(np.float64) for k, v in w.items() if v.dtype == np.float32}
-    lin = lambda x, p: x @ w[f"{p}.weight"].T + w[f"{p}.bias"]  # noqa: E731
-    erf_ = np.frompyfunc(erf, 1, 1)  # exact erf; numpy has none (~0.1 us an element)
-    gelu = lambda x: 0.5 * x * (1.0 + erf_(x / np.sqrt(2.0)).astype(np.float64))  # noqa: E731
-    b, s = ids.shape
-    h = (w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:s]
-         + w["embeddings.token_type_embeddings.weight"][0])
-    h = _np_layer_norm(h, w, "embeddings.LayerNorm")
-    bias = ((1.0 - mask) * MASK_FILL)[:, None, None, :]  # [B, 1, 1, S]
-    real = mask.astype(bool)
-    for i in range(LAYERS):
-        p = f"encoder.layer.{i}"
-        q, k, v = (lin(h, f"{p}.attention.self.{n}").reshape(b, s, HEADS, HEAD_DIM).transpose(0, 2, 1, 3)
-                   for n in ("query", "key", "value"))
-        scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(HEAD_DIM) + bias
-        probs = np.exp(scores - scores.max(-1, keepdims=True))
-        probs /= probs.sum(-1, keepdims=True)
-        ctx = (probs @ v).transpose(0, 2, 1, 3).reshape(b, s, HIDDEN)
-        h = _np_layer_norm(lin(ctx, f"{p}.attention.output.dense") + h, w, f"{p}.attention.output.LayerNorm")
-        # GELU only at real tokens (erf in Python is the slow part); padded positions
-        # are masked keys and excluded from pooling, so their values never matter.
-        act = np.zeros((b, s, INTERMEDIATE))
-        act[real] = gelu(lin(h[real], f"{p}.intermediate.dense"))
-        ff = lin(act, f"{p}.output.dense")
-        h = _np_layer_norm(ff + h, w, f"{p}.output.LayerNorm")
-    m = mask[:, :, None].astype(np.float64)
-    mean = (h * m).sum(1) / np.maximum(m.sum(1), 1e-9)
-    return mean / np.maximum(np.linalg.norm(mean, axis=1, keepdims=True), 1e-12)
+# -- verification ------------------------------------------------------------------
 
 
 def check_batch() -> tuple[np.ndarray, np.ndarray]:
@@ -400,24 +200,54 @@ def check_batch() -> tuple[np.ndarray, np.ndarray]:
     return ids, mask
 
 
-def run_session(path: Path, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+def open_checked(path: Path, threads: int | None = None, precision: str = "fp32"):
+    """A session over ``path`` optimized at load (``threads``: onnxruntime's default)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    if threads is not None:
+        options.intra_op_num_threads = threads
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"],
+                                disabled_optimizers=list(DISABLED_OPTIMIZERS[precision]))
+
+
+def run_session(path: Path, ids: np.ndarray, mask: np.ndarray, threads: int | None = None,
+                precision: str = "fp32") -> np.ndarray:
+    """One batch through a fresh session over ``path``."""
+    return _run(open_checked(path, threads, precision), ids, mask)
+
+
+def _run(session, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return session.run(["sentence_embedding"], {"input_ids": ids, "attention_mask": mask})[0]
 
 
-def verify(path: Path, precision: str, weights: dict | None = None,
-           runner: Callable[[Path, np.ndarray, np.ndarray], np.ndarray] = run_session) -> dict:
+Runner = Callable[..., np.ndarray]  # (path, ids, mask, threads=None) -> [B, 384]
+
+
+def _session_runner(precision: str) -> Runner:
+    """run_session with one session per thread count, opened once (the int8 checks run
+    the file eight times; opening it is most of a run)."""
+    sessions: dict = {}
+
+    def run(path: Path, ids: np.ndarray, mask: np.ndarray, threads: int | None = None):
+        if threads not in sessions:
+            sessions[threads] = open_checked(path, threads, precision)
+        return _run(sessions[threads], ids, mask)
+
+    return run
+
+
+def verify(path: Path, precision: str, weights: dict | None = None, runner: Runner | None = None) -> dict:
     """Check an exported file on fixed texts; raise ExportError when it is wrong.
 
     Checks: shape, finite, unit norm, agreement with ``numpy_forward`` (fp32: max abs
     difference; int8: minimum cosine) and, for fp32, the stored sentence-transformers
-    values of "hello world". Returns the measured figures.
+    values of "hello world"; for int8 also the same bytes for each text alone, in reverse
+    order and on one and two threads (``_int8_problems``). Returns the measured figures.
     """
     weights = load_weights() if weights is None else weights
+    runner = runner or _session_runner(precision)
     ids, mask = check_batch()
     try:
         got = runner(path, ids, mask)
@@ -434,15 +264,36 @@ def verify(path: Path, precision: str, weights: dict | None = None,
         problems.append(f"norms {norms.min():.6f}..{norms.max():.6f}, not 1")
     max_abs = float(np.abs(got - expected).max())
     min_cos = float((got * expected).sum(1).min())
+    report = {"texts": len(CHECK_TEXTS), "max_abs_vs_numpy": max_abs, "min_cosine_vs_numpy": min_cos}
     if precision == "fp32":
         if not max_abs <= FP32_ATOL:
             problems.append(f"max abs difference {max_abs:.2e} from the numpy forward pass")
         head = float(np.abs(got[0, : len(HELLO_WORLD_HEAD)] - HELLO_WORLD_HEAD).max())
         if not head <= 2e-5:
             problems.append(f"'hello world' is {head:.2e} away from sentence-transformers")
-    elif not min_cos >= INT8_MIN_COSINE:
-        problems.append(f"min cosine {min_cos:.4f} to the fp32 forward pass, below {INT8_MIN_COSINE}")
+    else:
+        if not min_cos >= INT8_MIN_COSINE:
+            problems.append(f"min cosine {min_cos:.4f} to the fp32 forward pass, below {INT8_MIN_COSINE}")
+        problems += _int8_problems(path, runner, ids, mask, got, report)
     if problems:
         raise ExportError(f"the {precision} export failed verification: {'; '.join(problems)}")
-    return {"verified": {"texts": len(CHECK_TEXTS), "max_abs_vs_numpy": max_abs,
-                         "min_cosine_vs_numpy": min_cos}}
+    return {"verified": report}
+
+
+def _int8_problems(path: Path, runner: Runner, ids: np.ndarray, mask: np.ndarray,
+                   got: np.ndarray, report: dict) -> list[str]:
+    """Whether the int8 vectors are independent of the batch: each text beside the filler
+    row alone (at the batch's width, as the Embedder pads a text to its length bucket
+    whatever its neighbours), the batch reversed, one thread and two."""
+    def alone(i: int) -> np.ndarray:
+        pair_ids, pair_mask = np.zeros((2, ids.shape[1]), np.int64), np.zeros((2, ids.shape[1]), np.int64)
+        pair_ids[0], pair_mask[0] = ids[i], mask[i]
+        pair_ids[1, :2], pair_mask[1, :2] = FILLER_IDS, 1
+        return runner(path, pair_ids, pair_mask)[:1]
+
+    runs = {f"text {i} alone": (lambda i=i: alone(i), slice(i, i + 1)) for i in range(len(ids))}
+    runs["the batch reversed"] = (lambda: runner(path, ids[::-1].copy(), mask[::-1].copy())[::-1], slice(None))
+    runs |= {f"{n} thread(s)": (lambda n=n: runner(path, ids, mask, threads=n), slice(None)) for n in (1, 2)}
+    moved = [how for how, (run, rows) in runs.items() if not np.array_equal(run(), got[rows])]
+    report["batch_invariant"] = not moved
+    return [f"vectors change with the batch ({', '.join(moved)})"] if moved else []

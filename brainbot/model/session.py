@@ -12,7 +12,7 @@ So the first session on a machine saves that graph beside the export, checks it
 bit-for-bit against a session over the export, and later sessions load it with graph
 optimizations off. It holds fusions this onnxruntime chose and weights packed for this
 CPU's kernels (onnxruntime warns that such a graph is hardware specific), so its file
-name and sidecar carry the export's key (weights sha256, precision, EXPORT_VERSION), the
+name and sidecar carry the export's key (weights sha256, precision, EXPORT_VERSIONS), the
 onnxruntime version and package, the CPU architecture and its flags (all of it in the
 sidecar, compared field for field): a file made elsewhere is never used. Its two files
 are trusted like the export, sha256 recorded at creation and checked by stat afterwards
@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from .files import cache_dir, sha256_file, sha256_matches, weights_sha256
-from .onnx_export import EXPORT_VERSION, cache_name, check_batch, onnx_path
+from .onnx_export import DISABLED_OPTIMIZERS, EXPORT_VERSIONS, cache_name, check_batch, onnx_path
 
 # Bump when the way the optimized graph is made or checked changes.
 FORMAT = 2  # 2: prepacked weights saved too
@@ -85,7 +85,7 @@ def _expected(precision: str) -> dict:
     import onnxruntime as ort
 
     return {"format": FORMAT, "weights_sha256": weights_sha256(), "precision": precision,
-            "export_version": EXPORT_VERSION, "onnxruntime": ort.__version__,
+            "export_version": EXPORT_VERSIONS[precision], "onnxruntime": ort.__version__,
             "machine": machine()}
 
 
@@ -135,7 +135,8 @@ def open_session(precision: str, threads: int):
         except Exception:  # damaged below the file system: use the export
             pass
     return ort.InferenceSession(str(onnx_path(precision)), session_options(threads, True),
-                                providers=providers)
+                                providers=providers,
+                                disabled_optimizers=list(DISABLED_OPTIMIZERS[precision]))
 
 
 def optimized_path(precision: str, threads: int) -> Path | None:
@@ -182,7 +183,7 @@ def make_optimized(precision: str, threads: int) -> Path | None:
             graph = Path(tmp) / final.name
             data = graph.with_name(graph.name + ".data")
             meta = _expected(precision) | {"source": source.name, "made_at": int(time.time())}
-            meta |= _save_and_check(source, graph, data, threads)
+            meta |= _save_and_check(source, graph, data, threads, precision)
             sidecar = Path(tmp) / "meta.json"
             sidecar.write_text(json.dumps(meta, indent=2) + "\n")
             if meta["usable"]:
@@ -194,7 +195,7 @@ def make_optimized(precision: str, threads: int) -> Path | None:
     return final if meta["usable"] else None
 
 
-def _save_and_check(source: Path, graph: Path, data: Path, threads: int) -> dict:
+def _save_and_check(source: Path, graph: Path, data: Path, threads: int, precision: str) -> dict:
     """Optimize ``source`` into ``graph`` + ``data`` and compare the two sessions."""
     import onnxruntime as ort
 
@@ -212,7 +213,8 @@ def _save_and_check(source: Path, graph: Path, data: Path, threads: int) -> dict
     options.add_session_config_entry("session.save_external_prepacked_constant_initializers", "1")
     providers = ["CPUExecutionProvider"]
     try:
-        reference = ort.InferenceSession(str(source), options, providers=providers)
+        reference = ort.InferenceSession(str(source), options, providers=providers,
+                                         disabled_optimizers=list(DISABLED_OPTIMIZERS[precision]))
         candidate = ort.InferenceSession(str(graph), session_options(threads, False),
                                          providers=providers)
         same = all(np.array_equal(_run(reference, ids, mask), _run(candidate, ids, mask))

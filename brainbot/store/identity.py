@@ -105,4 +105,26 @@ def check(meta: dict[str, str], target, *, writer: IndexIdentity | None = None) 
             continue
         theirs = _recorded(meta, key)
         if theirs != ours:
-            raise IdentityMismatchError(target, key, "none" if theirs is None else theirs, ours)
+            raise IdentityMismatchError(target, key, "none" if theirs is None else theirs, ours,
+                                        _why(key, theirs))
+
+
+# The fingerprint of int8 vectors before issue #33: onnxruntime's dynamic quantization,
+# one activation scale per batch, so a vector depended on the texts embedded beside it.
+BATCH_DEPENDENT_INT8 = ":int8:onnx-v1"
+
+
+def _why(key: str, theirs: str | None) -> str:
+    if key == "embedder" and (theirs or "").endswith(BATCH_DEPENDENT_INT8):
+        return "its int8 vectors depend on the texts each was embedded beside"
+    return ""
+
+
+def precision_of(meta: dict[str, str]) -> str | None:
+    """The embedding precision ("fp32", "int8") an index records in its ``embedder``
+    (``model@weights:precision:onnx-vN``), whatever its version; None when it records
+    none (never written) or one this code does not know."""
+    from brainbot.model.onnx_export import PRECISIONS
+
+    parts = meta.get("embedder", "").split(":")
+    return parts[-2] if len(parts) >= 3 and parts[-2] in PRECISIONS else None

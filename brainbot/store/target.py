@@ -42,6 +42,18 @@ def whereabouts(target: str | os.PathLike) -> tuple[tuple | None, tuple | None]:
     return in_file(Path(target))
 
 
+def recorded_meta(target: str | os.PathLike) -> dict[str, str]:
+    """The meta the index at ``target`` records, read without writing anything; {} when
+    there is no index (yet) or it cannot be read (opening it will say why)."""
+    if is_url(target):
+        from brainbot.store.pg.schema import peek_meta as in_postgres
+
+        return in_postgres(str(target))
+    from brainbot.store.sqlite.file import peek_meta as in_file
+
+    return in_file(Path(target))
+
+
 def open_store(target: str | os.PathLike, *, write: bool = False,
                identity: IndexIdentity | None = None, rebuild: bool = False) -> Store:
     """Open the index at ``target`` (a path, or a ``postgresql://`` URL).

@@ -329,6 +329,21 @@ def read_meta(conn) -> dict[str, str]:
     return dict(conn.execute("SELECT key, value FROM meta").fetchall())
 
 
+def peek_meta(url: str) -> dict[str, str]:
+    """The meta of the index ``url`` reaches, read without writing anything; {} when there
+    is none or it cannot be reached (opening it will say why)."""
+    try:
+        conn = connect(url)
+    except StoreError:
+        return {}
+    try:
+        return read_meta(conn) if "meta" in _tables(conn, current_schema(conn)) else {}
+    except Exception:  # noqa: BLE001 - unreadable here: opening it will report it
+        return {}
+    finally:
+        conn.close()
+
+
 def whereabouts(url: str) -> tuple[tuple | None, tuple | None]:
     """(which server, database and schema ``url`` reaches, its index's identity.stamp), read
     without writing; (None, None) when it cannot be reached (opening it will say why).

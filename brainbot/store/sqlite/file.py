@@ -329,6 +329,21 @@ def read_meta(db: sqlite3.Connection) -> dict[str, str]:
         return {}
 
 
+def peek_meta(path: Path) -> dict[str, str]:
+    """The meta of the index at ``path``, read without writing anything; {} when there is
+    no readable index there (opening it will say why)."""
+    try:
+        db = connect(path, readonly=True)
+    except StoreError:
+        return {}
+    try:
+        return read_meta(db)
+    except sqlite3.Error:  # not a database
+        return {}
+    finally:
+        db.close()
+
+
 def whereabouts(path: Path) -> tuple[tuple | None, tuple | None]:
     """(the file's (st_dev, st_ino), its (index_id, generation)), read without writing
     anything; (None, None) when there is no file, and no stamp when it records no

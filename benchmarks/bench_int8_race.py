@@ -1,0 +1,310 @@
+"""The race of int8 graphs for issue #33: each against fp32, its losers recorded too.
+
+Every candidate is checked before it is timed (karpathy's kernel lab):
+
+- **same bytes**: through the Embedder's batching (``model/embed.py``: length buckets of
+  16, a filler row beside a text alone), the chunks embedded in batches of 8, each alone,
+  shuffled in batches of 5, and on 1 intra-op thread instead of 2: bit-identical or not;
+- **closeness**: cosine to fp32 on the same chunks, min and mean.
+
+Then the candidates run the chunks through that batching in interleaved rounds (the order
+rotates each round; the machine is shared), and the median round's chunks/s and the
+median of the per-round ratios to fp32 are reported.
+
+Candidates:
+
+- ``fp32``: brainbot's fp32 export.
+- ``int8_dynamic``: what `--precision int8` ran before #33: onnxruntime's
+  ``quantize_dynamic`` of the fp32 graph (per-channel 7-bit weights, one activation scale
+  per batch tensor, so a vector depends on its batch).
+- ``int8_rows``: brainbot's int8 export (``model/int8_graph.py``): per-token activation
+  scales, 7-bit per-channel weights, MatMulIntegerToFloat, com.microsoft
+  MultiHeadAttention, SkipLayerNormFusion off.
+- losers, built here from the same pieces: ``rows_skip_ln`` (onnxruntime's
+  SkipLayerNormFusion left on), ``rows_8bit`` (weights ±127: AVX2 saturates them),
+  ``rows_unfused_attention`` (the fp32 graph's attention ops, one Q|K|V product split by
+  Slice), ``rows_mha_bias`` (query/key/value biases inside MultiHeadAttention instead of
+  the two exact rewrites), ``rows_fast_gelu`` (tanh GELU, com.microsoft FastGelu),
+  ``nbits8`` (com.microsoft MatMulNBits, 8-bit weights in blocks of 32, int8 activations
+  quantized per block inside the kernel: accuracy_level 4), ``int8_rows_batch2``,
+  ``int8_rows_batch4`` and ``int8_rows_batch16`` (other Embedder batch sizes).
+
+Data: ~200-word rust-book chunks (bench_embed.load_chunks). Not measured: tokenizing
+differences (the Embedder's own; the same for every candidate), session creation.
+
+    flock /tmp/brainbot-bench.lock .venv/bin/python benchmarks/bench_int8_race.py [--chunks 160] [--rounds 5]
+
+JSON to benchmarks/results/int8_race.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_embed import _cpu_name, dynamic_int8, load_chunks  # noqa: E402
+
+from brainbot.model import int8_graph as i8  # noqa: E402
+from brainbot.model import session as model_session  # noqa: E402
+from brainbot.model.embed import Embedder  # noqa: E402
+from brainbot.model.files import MAX_TOKENS, load_tokenizer  # noqa: E402
+from brainbot.model.graph import (  # noqa: E402
+    HEADS,
+    HIDDEN,
+    LAYERS,
+    Graph,
+    embeddings,
+    mask_inputs,
+    model_proto,
+    pool,
+)
+from brainbot.model.onnx_export import EXPORT_VERSIONS, load_weights, onnx_path  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results" / "int8_race.json"
+SKIP_LN = ("SkipLayerNormFusion",)
+
+
+# -- the candidates ------------------------------------------------------------------
+
+
+def _gelu(g: Graph, x: str, p: str, fast: bool) -> str:
+    if fast:
+        return g.op("FastGelu", x, domain=i8.MS)
+    erf = g.op("Erf", g.op("Div", x, g.const(f"{p}.sqrt2", np.array(np.sqrt(2.0), np.float32))))
+    return g.op("Mul", g.op("Mul", x, g.op("Add", erf, g.const(f"{p}.one", np.array(1.0, np.float32)))),
+                g.const(f"{p}.half", np.array(0.5, np.float32)))
+
+
+def _attention_unfused(g, q, scale, lw, w, p, shape3, mask_bias) -> str:
+    """One Q|K|V product, Slice, and the fp32 graph's MatMul / Softmax attention."""
+    qkv_w = tuple(np.concatenate([lw[n][k] for n in ("query", "key", "value")], -1) for k in (0, 1))
+    qkv = g.matmul(q, scale, qkv_w, f"{p}.qkv")
+    bias = np.concatenate([lw["query"][2], np.zeros(2 * HIDDEN, np.float32)])
+    qkv = g.op("Add", qkv, g.const(f"{p}.qkv.bias", bias))
+    split = g.const(f"{p}.split", np.array([0, 0, HEADS, HIDDEN // HEADS], np.int64))
+    whole = g.op("Reshape", qkv, g.op("Concat", g.op("Slice", shape3, g.const(f"{p}.z", np.array([0], np.int64)),
+                                                     g.const(f"{p}.t", np.array([2], np.int64))),
+                                      g.const(f"{p}.w", np.array([3 * HIDDEN], np.int64)), axis=0))
+
+    def part(j: int, perm: list[int]) -> str:
+        x = g.op("Slice", whole, g.const(f"{p}.s{j}", np.array([j * HIDDEN], np.int64)),
+                 g.const(f"{p}.e{j}", np.array([(j + 1) * HIDDEN], np.int64)),
+                 g.const(f"{p}.a{j}", np.array([2], np.int64)))
+        return g.op("Transpose", g.op("Reshape", x, split), perm=perm)
+
+    scale_ = g.const(f"{p}.scale", np.array(1.0 / np.sqrt(HIDDEN // HEADS), np.float32))
+    scores = g.op("Add", g.op("Mul", g.op("MatMul", part(0, [0, 2, 1, 3]), part(1, [0, 2, 3, 1])), scale_), mask_bias)
+    context = g.op("MatMul", g.op("Softmax", scores, axis=-1), part(2, [0, 2, 1, 3]))
+    return g.op("Reshape", g.op("Transpose", context, perm=[0, 2, 1, 3]),
+                g.const(f"{p}.flat", np.array([-1, HIDDEN], np.int64)))
+
+
+def _attention_mha(g, q, scale, lw, w, p, shape3, mask, mha_bias: bool) -> str:
+    as3 = lambda x: g.op("Reshape", x, shape3)  # noqa: E731
+    if mha_bias:  # the three biases inside the op: no rewrite
+        full = {n: i8.quantize_weight(w[f"{p}.attention.self.{n}.weight"].T) for n in ("query", "key", "value")}
+        heads = [as3(g.matmul(q, scale, full[n], f"{p}.{n}")) for n in ("query", "key", "value")]
+        bias = np.concatenate([w[f"{p}.attention.self.{n}.bias"] for n in ("query", "key", "value")])
+        context = g.op("MultiHeadAttention", *heads, g.const(f"{p}.qkv_bias", bias), mask,
+                       num_heads=HEADS, domain=i8.MS)
+    else:
+        query = as3(g.bias(g.matmul(q, scale, lw["query"], f"{p}.query"), lw["query"], f"{p}.query"))
+        key, value = (as3(g.matmul(q, scale, lw[n], f"{p}.{n}")) for n in ("key", "value"))
+        context = g.op("MultiHeadAttention", query, key, value, "", mask, num_heads=HEADS, domain=i8.MS)
+    return g.op("Reshape", context, g.const(f"{p}.flat", np.array([-1, HIDDEN], np.int64)))
+
+
+def rows_variant(w: dict, *, attention: str = "mha", fast_gelu: bool = False):
+    """The int8_rows graph with one piece swapped (see the module docstring)."""
+    from onnx import TensorProto
+
+    g = i8.Int8Graph()
+    mask_f, mask_bias = mask_inputs(g)
+    mask = g.op("Cast", "attention_mask", to=TensorProto.INT32)
+    h3 = embeddings(g, w)
+    shape3 = g.op("Shape", h3)
+    h = g.op("Reshape", h3, g.const("flat", np.array([-1, HIDDEN], np.int64)))
+    for i in range(LAYERS):
+        p = f"encoder.layer.{i}"
+        lw = i8.layer_weights(w, p)
+        if attention == "mha_bias":  # no value-bias fold either
+            lw["output"] = lw["output"][:2] + (w[f"{p}.attention.output.dense.bias"],)
+        q, scale = g.quantize_rows(h)
+        if attention == "unfused":
+            flat = _attention_unfused(g, q, scale, lw, w, p, shape3, mask_bias)
+        else:
+            flat = _attention_mha(g, q, scale, lw, w, p, shape3, mask, attention == "mha_bias")
+        q, scale = g.quantize_rows(flat)
+        out = g.bias(g.matmul(q, scale, lw["output"], f"{p}.output"), lw["output"], f"{p}.output")
+        h = g.layer_norm(g.op("Add", out, h), w, f"{p}.attention.output.LayerNorm")
+        q, scale = g.quantize_rows(h)
+        up = _gelu(g, g.bias(g.matmul(q, scale, lw["up"], f"{p}.up"), lw["up"], f"{p}.up"), p, fast_gelu)
+        q, scale = g.quantize_rows(up, gelu=True)
+        out = g.bias(g.matmul(q, scale, lw["down"], f"{p}.down"), lw["down"], f"{p}.down")
+        h = g.layer_norm(g.op("Add", out, h), w, f"{p}.output.LayerNorm")
+    pooled = pool(g, g.op("Reshape", h, shape3), mask_f)
+    return model_proto(g, pooled, "race variant", 0, i8.DOMAINS)
+
+
+def nbits8(w: dict, block: int = 32):
+    """The fp32 graph with every weight MatMul as MatMulNBits (8-bit, accuracy_level 4)."""
+    from brainbot.model import graph
+
+    class NBits(Graph):
+        def linear(self, x: str, weights: dict, prefix: str) -> str:
+            mat = weights[f"{prefix}.weight"]  # [out, in]
+            n, k = mat.shape
+            blocks = mat.reshape(n, k // block, block)
+            scale = np.maximum(np.abs(blocks).max(-1), 1e-30) / 127
+            q = (np.clip(np.rint(blocks / scale[..., None]), -127, 127) + 128).astype(np.uint8)
+            y = self.op("MatMulNBits", x, self.const(f"{prefix}.q", q),
+                        self.const(f"{prefix}.s", scale.astype(np.float32).reshape(-1)),
+                        K=k, N=n, bits=8, block_size=block, accuracy_level=4, domain=i8.MS)
+            return self.op("Add", y, self.const(f"{prefix}.bias", weights[f"{prefix}.bias"]))
+
+    original = graph.Graph
+    graph.Graph = NBits  # build_graph instantiates graph.Graph
+    try:
+        model = graph.build_graph(w, 0)
+    finally:
+        graph.Graph = original
+    model.opset_import.append(__import__("onnx").helper.make_opsetid(i8.MS, 1))
+    return model
+
+
+def build_candidates(folder: Path) -> dict[str, dict]:
+    """name -> {"path", "disabled", "batch_size"}."""
+    import onnx
+
+    w = load_weights()
+    out = {"fp32": {"path": onnx_path("fp32"), "disabled": ()},
+           "int8_dynamic": {"path": dynamic_int8(folder / "dynamic.onnx"), "disabled": ()},
+           "int8_rows": {"path": onnx_path("int8"), "disabled": SKIP_LN}}
+    out["rows_skip_ln"] = {"path": out["int8_rows"]["path"], "disabled": ()}
+    saved = i8.WEIGHT_MAX
+    i8.WEIGHT_MAX = 127
+    try:
+        onnx.save(i8.build_int8_graph(w, 0), folder / "8bit.onnx")
+    finally:
+        i8.WEIGHT_MAX = saved
+    out["rows_8bit"] = {"path": folder / "8bit.onnx", "disabled": SKIP_LN}
+    for name, model in (("rows_unfused_attention", rows_variant(w, attention="unfused")),
+                        ("rows_mha_bias", rows_variant(w, attention="mha_bias")),
+                        ("rows_fast_gelu", rows_variant(w, fast_gelu=True)),
+                        ("nbits8", nbits8(w))):
+        onnx.save(model, folder / f"{name}.onnx")
+        out[name] = {"path": folder / f"{name}.onnx", "disabled": SKIP_LN}
+    for size in (2, 4, 16):
+        out[f"int8_rows_batch{size}"] = out["int8_rows"] | {"batch_size": size}
+    return out
+
+
+def embedder(candidate: dict, threads: int, batch_size: int = 8) -> Embedder:
+    """An Embedder (its tokenizing and batching) over the candidate's own session."""
+    import onnxruntime as ort
+
+    e = Embedder("fp32", threads=threads, batch_size=candidate.get("batch_size", batch_size))
+    e._tokenizer = load_tokenizer(max_length=MAX_TOKENS, truncate=True)
+    e._session = ort.InferenceSession(str(candidate["path"]), model_session.session_options(threads, True),
+                                      providers=["CPUExecutionProvider"],
+                                      disabled_optimizers=list(candidate["disabled"]))
+    return e
+
+
+# -- measurements ---------------------------------------------------------------------
+
+
+def same_bytes(candidate: dict, chunks: list[str], threads: int) -> dict:
+    """The chunks in batches of 8; each alone; shuffled in batches of 5; on 1 thread."""
+    base_e = embedder(candidate, threads)
+    base = base_e.embed(chunks)
+    order = list(range(len(chunks)))
+    random.Random(33).shuffle(order)
+    shuffled = np.empty_like(base)
+    shuffled[order] = embedder(candidate, threads, 5).embed([chunks[i] for i in order])
+    ways = {"alone": np.stack([base_e.embed([c])[0] for c in chunks]), "shuffled_batches_of_5": shuffled,
+            "one_thread": embedder(candidate, 1).embed(chunks)}
+    out = {k: bool(np.array_equal(v, base)) for k, v in ways.items()}
+    out["max_abs"] = float(max(np.abs(v - base).max() for v in ways.values()))
+    return out | {"bit_identical": all(out[k] for k in ways)}
+
+
+def race(embedders: dict[str, Embedder], chunks: list[str], rounds: int) -> dict:
+    for e in embedders.values():
+        e.embed(chunks[:16])  # warm-up
+    names = list(embedders)
+    times: dict[str, list[float]] = {n: [] for n in embedders}
+    cpu: dict[str, list[float]] = {n: [] for n in embedders}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            start, start_cpu = time.perf_counter(), time.process_time()
+            embedders[name].embed(chunks)
+            times[name].append(time.perf_counter() - start)
+            cpu[name].append(time.process_time() - start_cpu)
+    ratio = lambda a, b: round(statistics.median(x / y for x, y in zip(a, b, strict=True)), 3)  # noqa: E731
+    # CPU seconds of this process (both threads) as well: another process on the cores
+    # stretches the wall time of whichever candidate it overlaps, far less the CPU time.
+    return {n: {"chunks_per_s_median": round(len(chunks) / statistics.median(t), 1),
+                "chunks_per_s_best": round(len(chunks) / min(t), 1),
+                "vs_fp32_median_of_rounds": ratio(times["fp32"], t),
+                "vs_fp32_per_round": [round(f / x, 3) for f, x in zip(times["fp32"], t, strict=True)],
+                "cpu_s_median": round(statistics.median(cpu[n]), 3),
+                "vs_fp32_cpu_median_of_rounds": ratio(cpu["fp32"], cpu[n])}
+            for n, t in times.items()}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--chunks", type=int, default=160)
+    ap.add_argument("--check-chunks", type=int, default=48, help="chunks for the same-bytes checks")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--only", help="comma-separated candidates (fp32 always runs); the JSON is not written")
+    args = ap.parse_args()
+    chunks = load_chunks(args.chunks)
+    result = {"benchmark": "int8 graphs against fp32, issue #33", "cpu": _cpu_name(),
+              "machine": platform.machine(), "threads": args.threads, "chunks": len(chunks),
+              "rounds": args.rounds, "export_versions": EXPORT_VERSIONS,
+              "load_before": os.getloadavg()[0], "candidates": {}}
+    with tempfile.TemporaryDirectory(prefix="int8-race-") as tmp:
+        candidates = build_candidates(Path(tmp))
+        if args.only:
+            keep = {"fp32", *args.only.split(",")}
+            candidates = {n: c for n, c in candidates.items() if n in keep}
+        embedders = {n: embedder(c, args.threads) for n, c in candidates.items()}
+        reference = embedders["fp32"].embed(chunks)
+        for name, c in candidates.items():
+            vectors = embedders[name].embed(chunks)
+            cos = (vectors.astype(np.float64) * reference).sum(1)
+            result["candidates"][name] = {
+                "disabled_optimizers": list(c["disabled"]), "batch_size": embedders[name].batch_size,
+                "cosine_to_fp32": {"min": round(float(cos.min()), 5), "mean": round(float(cos.mean()), 5)},
+                "same_bytes": same_bytes(c, chunks[: args.check_chunks], args.threads)}
+            print(name, json.dumps(result["candidates"][name]), flush=True)
+        speed = race(embedders, chunks, args.rounds)
+    for name, figures in speed.items():
+        result["candidates"][name]["speed"] = figures
+        print(f"{name:24s} {figures['chunks_per_s_median']:7.1f} chunks/s  x{figures['vs_fp32_median_of_rounds']}"
+              f"  cpu x{figures['vs_fp32_cpu_median_of_rounds']}")
+    result["load_after"] = os.getloadavg()[0]
+    if not args.only:
+        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
