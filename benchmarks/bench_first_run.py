@@ -25,8 +25,11 @@ Per vault, into a fresh database, each run started once the CPUs were --min-idle
 
 --big adds the ~10k-note, ~70 MB vault of benchmarks/make_big_vault.py (built first if
 absent) with `--no-embed`: the lexical phase only (embedding its ~121k chunks takes over an
-hour here); its embedding time is projected from the embedder-alone rate measured on the
-other vaults, and labelled a projection. --rounds N repeats steps 1-3, interleaved, best kept.
+hour here); its embedding time is projected, for each precision, from the embedder-alone
+rate measured on the other vaults at that precision, and labelled a projection. --rounds N
+repeats steps 1-3, interleaved, best kept. --precision int8,fp32 (the default) runs the
+embedded vaults at each precision (`brainbot index --precision P`, the embedder alone at
+P): a row per vault and precision.
 
 The machine is shared: the load average is recorded with every run, and the CPU seconds
 of the index process with its chunking workers (user + system), which the load inflates
@@ -69,7 +72,7 @@ texts = [t for (t,) in rows]
 start = time.perf_counter()
 from brainbot.index.indexer import EMBED_CHUNKS
 from brainbot.model.embed import Embedder
-embedder = Embedder()
+embedder = Embedder(sys.argv[2])
 for i in range(0, len(texts), EMBED_CHUNKS):
     embedder.embed(texts[i:i + EMBED_CHUNKS])
 print(time.perf_counter() - start, len(texts))
@@ -123,10 +126,10 @@ def bm25_hit(db: Path, min_idle: float) -> dict:
             "rank": paths.index(path) + 1 if path in paths else None}
 
 
-def one_round(vault: Path, embed: bool, min_idle: float) -> dict:
+def one_round(vault: Path, embed: bool, min_idle: float, precision: str) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "first.db"
-        argv = _brainbot("index", str(vault), "--db", str(db), "--json")
+        argv = _brainbot("index", str(vault), "--db", str(db), "--json", "--precision", precision)
         seconds, out, load = _run(argv + ([] if embed else ["--no-embed"]), min_idle)
         stats = json.loads(out)
         startup = seconds - stats["seconds"]
@@ -139,19 +142,22 @@ def one_round(vault: Path, embed: bool, min_idle: float) -> dict:
         row.update(bm25_hit(db, min_idle))
         row["to_last_bm25_hit_s"] = round(row["to_lexical_end_s"] + row["query_s"], 2)
         if embed:
-            alone_s, out, alone_load = _run([sys.executable, "-c", _ALONE, str(db)], min_idle)
+            alone_s, out, alone_load = _run([sys.executable, "-c", _ALONE, str(db), precision],
+                                            min_idle)
             row.update({"embedder_alone_s": round(alone_s, 2), "alone_load": alone_load,
                         "alone_texts": int(out.split()[1])})
     return row
 
 
-def bench_vault(vault: Path, embed: bool, rounds: int, min_idle: float) -> dict:
+def bench_vault(vault: Path, embed: bool, rounds: int, min_idle: float,
+                precision: str = "int8") -> dict:
     runs = []
     for _ in range(rounds):
-        runs.append(one_round(vault, embed, min_idle))
-        print(vault.name, json.dumps(runs[-1]), flush=True)
+        runs.append(one_round(vault, embed, min_idle, precision))
+        print(vault.name, precision, json.dumps(runs[-1]), flush=True)
     best = min(runs, key=lambda r: r["to_lexical_end_s"])
     out = {"vault": vault.name if vault.parent.name != "examples" else "examples/vault",
+           "precision": precision if embed else None,
            "megabytes": round(sum(p.stat().st_size for p in vault.rglob("*.md")) / 1e6, 2),
            "embed": embed, "rounds": runs, **{k: best[k] for k in (
                "files", "chunks", "to_lexical_end_s", "to_last_bm25_hit_s", "rank",
@@ -164,6 +170,11 @@ def bench_vault(vault: Path, embed: bool, rounds: int, min_idle: float) -> dict:
         out["index_vs_alone"] = round(out["fully_embedded_s"] / out["embedder_alone_s"], 3)
         out["alone_texts_per_s"] = round(runs[0]["alone_texts"] / out["embedder_alone_s"], 1)
     return out
+
+
+def _key(row: dict) -> str:
+    """A vault's row, per precision (rows from before #33 were measured at fp32)."""
+    return f"{row['vault']}|{row.get('precision', 'fp32') if row.get('embed') else ''}"
 
 
 def save(by_name: dict, min_idle: float) -> dict:
@@ -185,27 +196,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--min-idle", type=float, default=0.0,
                         help="wait until the CPUs are this idle before each process (0.5)")
+    parser.add_argument("--precision", default="int8,fp32",
+                        help="embedding precisions of the embedded vaults, comma-separated")
     args = parser.parse_args(argv)
+    precisions = [p.strip() for p in args.precision.split(",") if p.strip()]
     vaults = [v.resolve() for v in args.vault] if args.vault else [v for v in VAULTS
                                                                   if v.is_dir()]
     if args.big_only:
         args.big, vaults = True, []
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    by_name = {v["vault"]: v for v in results.get("vaults", [])}
+    by_name = {_key(v): v for v in results.get("vaults", [])}
     for vault in vaults:
-        row = bench_vault(vault, True, args.rounds, args.min_idle)
-        by_name[row["vault"]] = row
-        results = save(by_name, args.min_idle)  # after each vault: a long run keeps its part
+        for precision in precisions:
+            row = bench_vault(vault, True, args.rounds, args.min_idle, precision)
+            by_name[_key(row)] = row
+            results = save(by_name, args.min_idle)  # after each vault: a long run keeps its part
     if args.big:
         import make_big_vault
 
         make_big_vault.build(args.big_vault, 10_000)
         row = bench_vault(args.big_vault, False, args.rounds, args.min_idle)
         row["vault"] = "big vault (make_big_vault.py)"
-        rates = [v["alone_texts_per_s"] for v in by_name.values() if v.get("embed")]
-        if rates:
-            row["projected_embed_s"] = round(row["chunks"] / max(rates), 0)
-        by_name[row["vault"]] = row
+        row["projected_embed_s"] = {}
+        for precision in ("int8", "fp32"):
+            rates = [v["alone_texts_per_s"] for v in by_name.values()
+                     if v.get("embed") and v.get("precision", "fp32") == precision]
+            if rates:  # the fastest measured rate: the projection is a lower bound
+                row["projected_embed_s"][precision] = round(row["chunks"] / max(rates), 0)
+        by_name[_key(row)] = row
         results = save(by_name, args.min_idle)
     print(json.dumps({v["vault"]: {k: v.get(k) for k in (
         "to_last_bm25_hit_s", "fully_embedded_s", "semantic_vs_alone")} for v in

@@ -18,21 +18,27 @@ Candidates:
   ``quantize_dynamic`` of the fp32 graph (per-channel 7-bit weights, one activation scale
   per batch tensor, so a vector depends on its batch).
 - ``int8_rows``: brainbot's int8 export (``model/int8_graph.py``): per-token activation
-  scales, 7-bit per-channel weights, MatMulIntegerToFloat, com.microsoft
-  MultiHeadAttention, SkipLayerNormFusion off.
+  scales, 8-bit per-channel weights, the LayerNorm outputs smoothed, MatMulIntegerToFloat,
+  com.microsoft MultiHeadAttention, SkipLayerNormFusion off.
 - losers, built here from the same pieces: ``rows_skip_ln`` (onnxruntime's
-  SkipLayerNormFusion left on), ``rows_8bit`` (weights ±127: AVX2 saturates them),
+  SkipLayerNormFusion left on), ``rows_unsigned_weights`` (weights stored as uint8, what
+  a CPU without VNNI gets), ``rows_unsmoothed`` (no smoothing), ``rows_7bit_unsmoothed``
+  (±63 weights, no smoothing: the first version, exact on AVX2's u8 x s8 kernel too),
   ``rows_unfused_attention`` (the fp32 graph's attention ops, one Q|K|V product split by
   Slice), ``rows_mha_bias`` (query/key/value biases inside MultiHeadAttention instead of
   the two exact rewrites), ``rows_fast_gelu`` (tanh GELU, com.microsoft FastGelu),
   ``nbits8`` (com.microsoft MatMulNBits, 8-bit weights in blocks of 32, int8 activations
   quantized per block inside the kernel: accuracy_level 4), ``int8_rows_batch2``,
-  ``int8_rows_batch4`` and ``int8_rows_batch16`` (other Embedder batch sizes).
+  ``int8_rows_batch4`` and ``int8_rows_batch16`` (other Embedder batch sizes); and for
+  fp32 and int8_rows both, ``_spinning`` (onnxruntime's pool spinning, which brainbot
+  turns off: model/session.py) and ``_concurrent`` (two single-threaded runs side by side
+  instead of one run on two threads).
 
 Data: ~200-word rust-book chunks (bench_embed.load_chunks). Not measured: tokenizing
 differences (the Embedder's own; the same for every candidate), session creation.
 
-    flock /tmp/brainbot-bench.lock .venv/bin/python benchmarks/bench_int8_race.py [--chunks 160] [--rounds 5]
+    flock /tmp/brainbot-bench.lock .venv/bin/python benchmarks/bench_int8_race.py [--chunks 160] [--rounds 5] \
+        [--nfcorpus-db nf.db]
 
 JSON to benchmarks/results/int8_race.json.
 """
@@ -72,9 +78,15 @@ from brainbot.model.graph import (  # noqa: E402
     model_proto,
     pool,
 )
-from brainbot.model.onnx_export import EXPORT_VERSIONS, load_weights, onnx_path  # noqa: E402
+from brainbot.model.onnx_export import (  # noqa: E402
+    EXPORT_VERSIONS,
+    calibration_maxima,
+    load_weights,
+    onnx_path,
+)
 
 RESULTS = ROOT / "benchmarks" / "results" / "int8_race.json"
+NFCORPUS = ROOT.parent / "shared" / "data" / "nfcorpus"
 SKIP_LN = ("SkipLayerNormFusion",)
 
 
@@ -116,8 +128,7 @@ def _attention_unfused(g, q, scale, lw, w, p, shape3, mask_bias) -> str:
 def _attention_mha(g, q, scale, lw, w, p, shape3, mask, mha_bias: bool) -> str:
     as3 = lambda x: g.op("Reshape", x, shape3)  # noqa: E731
     if mha_bias:  # the three biases inside the op: no rewrite
-        full = {n: i8.quantize_weight(w[f"{p}.attention.self.{n}.weight"].T) for n in ("query", "key", "value")}
-        heads = [as3(g.matmul(q, scale, full[n], f"{p}.{n}")) for n in ("query", "key", "value")]
+        heads = [as3(g.matmul(q, scale, lw[n], f"{p}.{n}")) for n in ("query", "key", "value")]
         bias = np.concatenate([w[f"{p}.attention.self.{n}.bias"] for n in ("query", "key", "value")])
         context = g.op("MultiHeadAttention", *heads, g.const(f"{p}.qkv_bias", bias), mask,
                        num_heads=HEADS, domain=i8.MS)
@@ -128,7 +139,13 @@ def _attention_mha(g, q, scale, lw, w, p, shape3, mask, mha_bias: bool) -> str:
     return g.op("Reshape", context, g.const(f"{p}.flat", np.array([-1, HIDDEN], np.int64)))
 
 
-def rows_variant(w: dict, *, attention: str = "mha", fast_gelu: bool = False):
+def _unsmoothed(lw: dict, w: dict, p: str) -> dict:
+    """The layer's weights quantized without the smoothing."""
+    return {k: (*i8.quantize_weight(w[f"{p}.{i8.NAMES[k]}.weight"].T), v[2], None) for k, v in lw.items()}
+
+
+def rows_variant(w: dict, maxima: dict, *, attention: str = "mha", fast_gelu: bool = False,
+                 smooth: bool = True):
     """The int8_rows graph with one piece swapped (see the module docstring)."""
     from onnx import TensorProto
 
@@ -138,12 +155,16 @@ def rows_variant(w: dict, *, attention: str = "mha", fast_gelu: bool = False):
     h3 = embeddings(g, w)
     shape3 = g.op("Shape", h3)
     h = g.op("Reshape", h3, g.const("flat", np.array([-1, HIDDEN], np.int64)))
+    g.set_rows(h)
     for i in range(LAYERS):
         p = f"encoder.layer.{i}"
-        lw = i8.layer_weights(w, p)
+        lw = i8.layer_weights(w, p, maxima)
+        if not smooth:
+            lw = _unsmoothed(lw, w, p)
         if attention == "mha_bias":  # no value-bias fold either
-            lw["output"] = lw["output"][:2] + (w[f"{p}.attention.output.dense.bias"],)
-        q, scale = g.quantize_rows(h)
+            lw["output"] = (*lw["output"][:2], w[f"{p}.attention.output.dense.bias"], None)
+        x = h if lw["query"][3] is None else g.smooth(h, lw["query"][3], f"{p}.attention")
+        q, scale = g.quantize_rows(x)
         if attention == "unfused":
             flat = _attention_unfused(g, q, scale, lw, w, p, shape3, mask_bias)
         else:
@@ -151,7 +172,7 @@ def rows_variant(w: dict, *, attention: str = "mha", fast_gelu: bool = False):
         q, scale = g.quantize_rows(flat)
         out = g.bias(g.matmul(q, scale, lw["output"], f"{p}.output"), lw["output"], f"{p}.output")
         h = g.layer_norm(g.op("Add", out, h), w, f"{p}.attention.output.LayerNorm")
-        q, scale = g.quantize_rows(h)
+        q, scale = g.quantize_rows(h if lw["up"][3] is None else g.smooth(h, lw["up"][3], f"{p}.up"))
         up = _gelu(g, g.bias(g.matmul(q, scale, lw["up"], f"{p}.up"), lw["up"], f"{p}.up"), p, fast_gelu)
         q, scale = g.quantize_rows(up, gelu=True)
         out = g.bias(g.matmul(q, scale, lw["down"], f"{p}.down"), lw["down"], f"{p}.down")
@@ -191,36 +212,74 @@ def build_candidates(folder: Path) -> dict[str, dict]:
     import onnx
 
     w = load_weights()
+    maxima = calibration_maxima(w)
     out = {"fp32": {"path": onnx_path("fp32"), "disabled": ()},
            "int8_dynamic": {"path": dynamic_int8(folder / "dynamic.onnx"), "disabled": ()},
            "int8_rows": {"path": onnx_path("int8"), "disabled": SKIP_LN}}
     out["rows_skip_ln"] = {"path": out["int8_rows"]["path"], "disabled": ()}
+    onnx.save(i8.build_int8_graph(w, 0, maxima, unsigned=True), folder / "unsigned.onnx")
+    out["rows_unsigned_weights"] = {"path": folder / "unsigned.onnx", "disabled": SKIP_LN}
     saved = i8.WEIGHT_MAX
-    i8.WEIGHT_MAX = 127
+    i8.WEIGHT_MAX = 63
     try:
-        onnx.save(i8.build_int8_graph(w, 0), folder / "8bit.onnx")
+        onnx.save(rows_variant(w, maxima, smooth=False), folder / "7bit.onnx")
     finally:
         i8.WEIGHT_MAX = saved
-    out["rows_8bit"] = {"path": folder / "8bit.onnx", "disabled": SKIP_LN}
-    for name, model in (("rows_unfused_attention", rows_variant(w, attention="unfused")),
-                        ("rows_mha_bias", rows_variant(w, attention="mha_bias")),
-                        ("rows_fast_gelu", rows_variant(w, fast_gelu=True)),
+    out["rows_7bit_unsmoothed"] = {"path": folder / "7bit.onnx", "disabled": SKIP_LN}
+    for name, model in (("rows_unsmoothed", rows_variant(w, maxima, smooth=False)),
+                        ("rows_unfused_attention", rows_variant(w, maxima, attention="unfused")),
+                        ("rows_mha_bias", rows_variant(w, maxima, attention="mha_bias")),
+                        ("rows_fast_gelu", rows_variant(w, maxima, fast_gelu=True)),
                         ("nbits8", nbits8(w))):
         onnx.save(model, folder / f"{name}.onnx")
         out[name] = {"path": folder / f"{name}.onnx", "disabled": SKIP_LN}
     for size in (2, 4, 16):
         out[f"int8_rows_batch{size}"] = out["int8_rows"] | {"batch_size": size}
+    for name in ("fp32", "int8_rows"):
+        out[f"{name}_spinning"] = out[name] | {"spin": True}
+        out[f"{name}_concurrent"] = out[name] | {"concurrent": True}
     return out
+
+
+class Concurrent(Embedder):
+    """The Embedder's batches run side by side on ``workers`` threads, each a
+    single-threaded onnxruntime run (session.run releases the GIL), instead of one run at
+    a time on ``workers`` intra-op threads."""
+
+    workers = 2
+
+    def embed(self, texts):
+        from concurrent.futures import ThreadPoolExecutor
+
+        from brainbot.model.embed import _batches
+
+        texts = list(texts)
+        out = np.empty((len(texts), 384), np.float32)
+        ids = [e.ids for e in self._tokenizer.encode_batch(texts)]
+
+        def run(batch) -> None:
+            rows, batch_ids, mask = batch
+            out[rows] = self._session.run(["sentence_embedding"],
+                                          {"input_ids": batch_ids, "attention_mask": mask})[0][: len(rows)]
+
+        with ThreadPoolExecutor(self.workers) as pool:
+            list(pool.map(run, _batches(ids, self.batch_size)))
+        return out
 
 
 def embedder(candidate: dict, threads: int, batch_size: int = 8) -> Embedder:
     """An Embedder (its tokenizing and batching) over the candidate's own session."""
     import onnxruntime as ort
 
-    e = Embedder("fp32", threads=threads, batch_size=candidate.get("batch_size", batch_size))
+    concurrent = candidate.get("concurrent", False)
+    kind = Concurrent if concurrent else Embedder
+    e = kind("fp32", threads=threads, batch_size=candidate.get("batch_size", batch_size))
     e._tokenizer = load_tokenizer(max_length=MAX_TOKENS, truncate=True)
-    e._session = ort.InferenceSession(str(candidate["path"]), model_session.session_options(threads, True),
-                                      providers=["CPUExecutionProvider"],
+    options = model_session.session_options(1 if concurrent else threads, True)
+    if candidate.get("spin"):
+        options = model_session.session_options(threads, True)
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1")
+    e._session = ort.InferenceSession(str(candidate["path"]), options, providers=["CPUExecutionProvider"],
                                       disabled_optimizers=list(candidate["disabled"]))
     return e
 
@@ -267,6 +326,46 @@ def race(embedders: dict[str, Embedder], chunks: list[str], rounds: int) -> dict
             for n, t in times.items()}
 
 
+def nfcorpus_vector(db: Path, embedders: dict[str, Embedder], names: list[str]) -> dict:
+    """NFCorpus vector-mode nDCG@10 of each named candidate, as `brainbot eval` computes it
+    (exact scan of every chunk, a document scores as its best chunk): the chunk texts of
+    ``db`` (an index `brainbot eval --beir` built) embedded again by the candidate, and the
+    test queries; also int8 chunks with fp32 queries and the reverse."""
+    import sqlite3
+
+    from brainbot.evaluate import load_qrels, ndcg_at
+
+    con = sqlite3.connect(db)
+    rows = con.execute("SELECT d.path, c.retrieval_text FROM chunks c JOIN documents d "
+                       "ON d.id = c.document_id ORDER BY c.id").fetchall()
+    con.close()
+    paths, texts = np.array([r[0] for r in rows]), [r[1] for r in rows]
+    distinct = sorted(set(texts))
+    qrels = load_qrels(NFCORPUS, "test")
+    queries = {str(q["_id"]): q["text"] for q in map(json.loads, (NFCORPUS / "queries.jsonl").open())}
+    qids = [q for q in qrels if q in queries]
+
+    def vectors(e: Embedder) -> tuple[np.ndarray, np.ndarray]:
+        by_text = dict(zip(distinct, e.embed(distinct), strict=True))
+        return np.stack([by_text[t] for t in texts]), e.embed([queries[q] for q in qids])
+
+    def ndcg(chunks: np.ndarray, qv: np.ndarray) -> float:
+        scores = []
+        for i, qid in enumerate(qids):
+            ranked = list(dict.fromkeys(paths[np.argsort(-(chunks @ qv[i]), kind="stable")[:300]]))
+            scores.append(ndcg_at(ranked, qrels[qid], 10))
+        return round(float(np.mean(scores)), 4)
+
+    fp32 = vectors(embedders["fp32"])
+    out = {"queries": len(qids), "chunks": len(texts), "fp32": ndcg(*fp32)}
+    for name in names:
+        chunks, qv = vectors(embedders[name])
+        out[name] = {"ndcg@10": ndcg(chunks, qv), "its_chunks_fp32_queries": ndcg(chunks, fp32[1]),
+                     "fp32_chunks_its_queries": ndcg(fp32[0], qv)}
+        print("nfcorpus", name, out[name], flush=True)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--chunks", type=int, default=160)
@@ -274,6 +373,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--only", help="comma-separated candidates (fp32 always runs); the JSON is not written")
+    ap.add_argument("--nfcorpus-db", type=Path,
+                    help="an index `brainbot eval --beir` built: vector nDCG@10 of the main candidates")
     args = ap.parse_args()
     chunks = load_chunks(args.chunks)
     result = {"benchmark": "int8 graphs against fp32, issue #33", "cpu": _cpu_name(),
@@ -295,6 +396,10 @@ def main() -> int:
                 "cosine_to_fp32": {"min": round(float(cos.min()), 5), "mean": round(float(cos.mean()), 5)},
                 "same_bytes": same_bytes(c, chunks[: args.check_chunks], args.threads)}
             print(name, json.dumps(result["candidates"][name]), flush=True)
+        if args.nfcorpus_db:
+            names = [n for n in ("int8_dynamic", "int8_rows", "rows_unsmoothed", "rows_7bit_unsmoothed")
+                     if n in embedders]
+            result["nfcorpus_vector"] = nfcorpus_vector(args.nfcorpus_db, embedders, names)
         speed = race(embedders, chunks, args.rounds)
     for name, figures in speed.items():
         result["candidates"][name]["speed"] = figures

@@ -172,25 +172,59 @@ def embed_section() -> str:
     e = _load("embed.json")
     if not e:
         return ""
-    cps = e["chunks_per_s"]
-    ref = e["reference"]
-    rows = [["onnxruntime alone (the limit)", cps["limit"]["best"], "1.00", "—"],
-            ["brainbot Embedder fp32", cps["embedder_fp32"]["best"],
-             f"{e['embedder_vs_limit']:.2f}", f"{ref['fp32']['min_cosine_one_at_a_time']:.6f}"],
-            ["brainbot Embedder int8", cps["embedder_int8"]["best"],
-             f"{cps['embedder_int8']['best'] / cps['limit']['best']:.2f}",
-             f"{ref['int8']['min_cosine_batched']:.4f}"],
-            ["sentence-transformers (torch)", e.get("sentence_transformers", {}).get(
-                "status", "not installed"), "", ""]]
+    cps, ref, m = e["chunks_per_s"], e["reference"], e["machine"]
+    if "embedder_int8_dynamic" not in cps:  # a file from before issue #33
+        return ""
+    closeness = {"int8": e["int8_vs_fp32_on_chunks"], "int8_dynamic": e["int8_dynamic_vs_fp32_on_chunks"]}
+
+    def row(label: str, key: str, precision: str) -> list:
+        c = closeness.get(precision)
+        return [label, cps[key]["median"], f"{cps[key]['median'] / cps['embedder_fp32']['median']:.2f}",
+                f"{ref[precision]['min_cosine_one_at_a_time']:.4f}",
+                f"{c['min_cosine']:.4f} / {c['mean_cosine']:.4f}" if c else "1 / 1",
+                ("yes" if c["alone_bit_identical"] else f"no ({c['batched_vs_alone_max_abs']:.3f})")
+                if c else "yes", f"{e['query_latency_ms_p50'][precision]}"]
+
+    rows = [["onnxruntime alone, fp32 (the limit)", cps["limit"]["median"],
+             f"{cps['limit']['median'] / cps['embedder_fp32']['median']:.2f}", "", "", "", ""],
+            row("brainbot Embedder fp32", "embedder_fp32", "fp32"),
+            row("brainbot Embedder int8 (per-token scales, #33)", "embedder_int8", "int8"),
+            row("int8 before #33 (dynamic quantization)", "embedder_int8_dynamic", "int8_dynamic")]
     return "\n".join([
         "### Embedding throughput", f"`python benchmarks/bench_embed.py` — "
         f"{e['data']['chunks']} real chunks of ~200 words from the Rust book, batch "
-        f"{e['settings']['batch_size']}, {e['settings']['intra_op_threads']} threads; best of "
-        f"{e['settings']['rounds']} alternating rounds. Min cosine is against "
-        "sentence-transformers' own vectors (`../shared/reference`).", "",
-        _table(["engine", "chunks/s", "× limit", "min cosine vs reference"], rows), "",
-        "int8 (dynamic quantization) is faster but a text's vector changes with its batch, "
-        "so an int8 index is not reproducible; it stays opt-in (`--precision int8`)."])
+        f"{e['settings']['batch_size']}, {e['settings']['intra_op_threads']} threads, "
+        f"{m['cpu']} ({'AVX-512 VNNI' if m.get('vnni') else 'no VNNI'}), load average "
+        f"{e['load_average']['before']} before, {e['load_average']['after']} after; median of "
+        f"{e['settings']['rounds']} interleaved rounds. int8 / fp32: "
+        f"**{e['int8_speedup_vs_fp32']}×** (median of the per-round ratios). Cosine to "
+        "sentence-transformers' vectors (`../shared/reference`, one text at a time) and to "
+        "fp32 on the chunks; \"alone = in a batch\": the same bytes for a chunk embedded "
+        "alone and in a batch.", "",
+        _table(["engine", "chunks/s", "× fp32", "min cosine vs reference",
+                "cosine to fp32 (min / mean)", "alone = in a batch", "query p50 ms"], rows),
+        *_race_part()])
+
+
+def _race_part() -> list[str]:
+    r = _load("int8_race.json")
+    if not r:
+        return []
+    rows = []
+    for name, c in r["candidates"].items():
+        sb, sp = c["same_bytes"], c["speed"]
+        rows.append([f"`{name}`", sp["chunks_per_s_median"], f"{sp['vs_fp32_median_of_rounds']:.2f}",
+                     f"{sp['vs_fp32_cpu_median_of_rounds']:.2f}",
+                     f"{c['cosine_to_fp32']['min']:.4f} / {c['cosine_to_fp32']['mean']:.4f}",
+                     "yes" if sb["bit_identical"] else f"no ({sb['max_abs']:.3f})"])
+    return ["", f"`python benchmarks/bench_int8_race.py` — the int8 graphs raced (what was "
+            f"tried, the losers too; the script's docstring says what each is): {r['chunks']} "
+            f"chunks, median of {r['rounds']} interleaved rounds, {r['cpu']}, load average "
+            f"{r['load_before']:.1f} before, {r['load_after']:.1f} after. × fp32 in wall time and in "
+            "CPU seconds of the process; \"same bytes\": alone, shuffled in batches of 5 and on "
+            "one thread as in batches of 8 on two.", "",
+            _table(["graph", "chunks/s", "× fp32", "× fp32 (CPU s)", "cosine to fp32 (min / mean)",
+                    "same bytes"], rows)]
 
 
 def chunking_section() -> str:
@@ -237,6 +271,13 @@ def _host(machine: dict) -> str:
     return f"{cpu}, {cores} cores" if cores else cpu
 
 
+def _projected(p) -> str:
+    """A projection in seconds, or one per precision (since issue #33)."""
+    if isinstance(p, dict):
+        return ", ".join(f"{k} {v:,.0f} s" for k, v in p.items())
+    return f"{p:,.0f}"
+
+
 def first_run_section() -> str:
     f = _load("first_run.json")
     if not f:
@@ -244,9 +285,10 @@ def first_run_section() -> str:
     rows = []
     for v in f["vaults"]:
         embedded = (f"{v['fully_embedded_s']}" if v.get("embed") else
-                    f"not run (projected {v['projected_embed_s']:,.0f})"
+                    f"not run (projected {_projected(v['projected_embed_s'])})"
                     if v.get("projected_embed_s") else "not run")
-        rows.append([v["vault"], v["files"], v["megabytes"], f"{v['chunks']:,}",
+        name = f"{v['vault']} ({v.get('precision') or 'fp32'})" if v.get("embed") else v["vault"]
+        rows.append([name, v["files"], v["megabytes"], f"{v['chunks']:,}",
                      v["to_last_bm25_hit_s"], embedded, v.get("embedder_alone_s", ""),
                      f"{v['semantic_vs_alone']}×" if v.get("embed") else "",
                      f"{v['index_vs_alone']}×" if v.get("embed") else "",

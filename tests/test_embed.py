@@ -255,7 +255,9 @@ def test_int8_is_close_but_not_exact(cache, reference):
     ours = np.stack([e.embed_query(t) for t in texts])
     np.testing.assert_allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
     cos = _cosines(ours, ref)
-    assert cos.min() > 0.95  # measured 0.978 on this machine (AVX2)
+    # measured 0.982 (short texts are the farthest) on an AMD EPYC Zen 5 with VNNI
+    assert cos.min() > 0.97 and cos.mean() > 0.99
+    assert e.embed(texts).tobytes() == ours.tobytes()  # in a batch as alone (issue #33)
 
 
 

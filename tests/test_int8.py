@@ -92,11 +92,12 @@ def test_the_int8_graph_computes_what_its_numpy_twin_does(tmp_path):
     from brainbot.model.twin import numpy_forward_int8
 
     weights = export.load_weights()
+    maxima = export.calibration_maxima(weights)
     path = tmp_path / "one-layer.onnx"
-    onnx.save(build_int8_graph(weights, 0, layers=1), path)
+    onnx.save(build_int8_graph(weights, 0, maxima, layers=1), path)
     ids, mask = export.check_batch()
     got = export.run_session(path, ids, mask, precision="int8")
-    cos = (got.astype(np.float64) * numpy_forward_int8(weights, ids, mask, layers=1)).sum(1)
+    cos = (got.astype(np.float64) * numpy_forward_int8(weights, ids, mask, maxima, layers=1)).sum(1)
     assert cos.min() >= 0.99999, cos  # 0.999998 measured
 
 

@@ -40,7 +40,6 @@ from .files import (
     weights_sha256,
 )
 from .graph import HEADS, HIDDEN, INTERMEDIATE, LAYERS, OPSET, build_graph
-from .twin import numpy_forward
 
 PRECISIONS = ("fp32", "int8")
 # Bump a precision's entry when its graph changes: its old cache files are then ignored,
@@ -79,8 +78,18 @@ def _check_precision(precision: str) -> None:
 
 
 def cache_name(precision: str = "fp32") -> str:
+    """The export's file name: weights, precision, version, and for int8 on an x86 CPU
+    without VNNI "-u8w" (its weights stored as uint8: int8_graph.unsigned_weights; the
+    vectors are those of the signed weights)."""
     _check_precision(precision)
-    return f"minilm-l6-{weights_sha256()[:16]}-{precision}-v{EXPORT_VERSIONS[precision]}.onnx"
+    variant = "-u8w" if precision == "int8" and _unsigned() else ""
+    return f"minilm-l6-{weights_sha256()[:16]}-{precision}-v{EXPORT_VERSIONS[precision]}{variant}.onnx"
+
+
+def _unsigned() -> bool:
+    from .int8_graph import unsigned_weights
+
+    return unsigned_weights()
 
 
 def _sidecar(path: Path) -> Path:
@@ -138,9 +147,7 @@ def export(out_path: Path | str, precision: str = "fp32") -> dict:
     with tempfile.TemporaryDirectory(dir=out_path.parent, prefix=".export-") as tmp:
         final = Path(tmp) / f"{precision}.onnx"
         if precision == "int8":
-            from .int8_graph import build_int8_graph
-
-            _save(build_int8_graph(weights, version), final)
+            _save(_int8_graph(weights, version), final)
         else:
             _save(build_graph(weights, version), final)
         report = verify(final, precision, weights)
@@ -156,6 +163,24 @@ def export(out_path: Path | str, precision: str = "fp32") -> dict:
         os.replace(final, out_path)
         os.replace(sidecar_tmp, _sidecar(out_path))
     return report
+
+
+def _int8_graph(weights: dict, version: int):
+    from .int8_graph import build_int8_graph
+
+    return build_int8_graph(weights, version, calibration_maxima(weights), unsigned=_unsigned())
+
+
+def calibration_maxima(weights: dict) -> dict[str, np.ndarray]:
+    """The int8 graph's smoothing calibration: each smoothed input's largest |value| per
+    channel over int8_graph.CALIBRATION_TEXTS, each text alone through the numpy fp32
+    model (twin.calibration_maxima)."""
+    from .int8_graph import CALIBRATION_TEXTS
+    from .twin import calibration_maxima as maxima
+
+    ids, mask = padded_batch(CALIBRATION_TEXTS)
+    lengths = mask.sum(1)
+    return maxima(weights, ((ids[i:i + 1, :n], mask[i:i + 1, :n]) for i, n in enumerate(lengths)))
 
 
 def load_weights() -> dict[str, np.ndarray]:
@@ -186,11 +211,24 @@ def _save(model, path: Path) -> None:
 # -- verification ------------------------------------------------------------------
 
 
+def numpy_forward(w: dict[str, np.ndarray], ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """model/twin.py's fp32 forward pass (imported when an export is checked, not by
+    every process that loads the cached file)."""
+    from .twin import numpy_forward as forward
+
+    return forward(w, ids, mask)
+
+
 def check_batch() -> tuple[np.ndarray, np.ndarray]:
     """CHECK_TEXTS tokenized and padded into one batch (padding is exercised too)."""
+    return padded_batch(CHECK_TEXTS)
+
+
+def padded_batch(texts) -> tuple[np.ndarray, np.ndarray]:
+    """Texts tokenized (truncated at 256 wordpieces) and padded into one batch."""
     from .files import load_tokenizer
 
-    encodings = load_tokenizer().encode_batch(list(CHECK_TEXTS))
+    encodings = load_tokenizer().encode_batch(list(texts))
     seq = max(len(e.ids) for e in encodings)
     ids = np.zeros((len(encodings), seq), np.int64)
     mask = np.zeros_like(ids)

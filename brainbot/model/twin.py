@@ -16,11 +16,10 @@ import numpy as np
 from .graph import HEAD_DIM, HEADS, HIDDEN, INTERMEDIATE, LAYER_NORM_EPS, LAYERS, MASK_FILL
 from .int8_graph import ACTIVATION_MAX, GELU_FLOOR, TINY, ZERO_POINT, layer_weights
 
-_erf = np.frompyfunc(erf, 1, 1)  # exact erf; numpy has none
-
 
 def np_gelu(x: np.ndarray) -> np.ndarray:
-    return 0.5 * x * (1.0 + _erf(x / np.sqrt(2.0)).astype(np.float64))
+    flat = (x / np.sqrt(2.0)).ravel().tolist()
+    return 0.5 * x * (1.0 + np.fromiter(map(erf, flat), np.float64, len(flat)).reshape(x.shape))
 
 
 def np_layer_norm(x: np.ndarray, w: dict, p: str) -> np.ndarray:
@@ -53,17 +52,39 @@ def _pooled(h: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 def numpy_forward(w: dict[str, np.ndarray], ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """The fp32 model in float64: the oracle for the fp32 graph. [B,S]->[B,384]"""
-    w = {k: v.astype(np.float64) for k, v in w.items() if v.dtype == np.float32}
+    return _forward(_float64(w), ids, mask, {})
+
+
+def calibration_maxima(w: dict[str, np.ndarray], batches) -> dict[str, np.ndarray]:
+    """Each smoothed int8 input's largest |value| per channel over the real tokens of
+    ``batches`` ((ids, mask) pairs): ``{p}.attention`` (what enters query, key and value)
+    and ``{p}.up`` (the first feed-forward matrix), for model/int8_graph.py."""
+    w64, out = _float64(w), {}
+    for ids, mask in batches:
+        seen: dict[str, np.ndarray] = {}
+        _forward(w64, ids, mask, seen)
+        out = {k: np.maximum(out[k], v) if k in out else v for k, v in seen.items()}
+    return out
+
+
+def _float64(w: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {k: v.astype(np.float64) for k, v in w.items() if v.dtype == np.float32}
+
+
+def _forward(w: dict[str, np.ndarray], ids: np.ndarray, mask: np.ndarray,
+             seen: dict[str, np.ndarray]) -> np.ndarray:
     lin = lambda x, p: x @ w[f"{p}.weight"].T + w[f"{p}.bias"]  # noqa: E731
     b, s = ids.shape
     h = np_embeddings(w, ids)
     real = mask.astype(bool)
     for i in range(LAYERS):
         p = f"encoder.layer.{i}"
+        seen[f"{p}.attention"] = np.abs(h[real]).max(0)
         q, k, v = (lin(h, f"{p}.attention.self.{n}").reshape(b, s, HEADS, HEAD_DIM).transpose(0, 2, 1, 3)
                    for n in ("query", "key", "value"))
         h = np_layer_norm(lin(np_attention(q, k, v, mask), f"{p}.attention.output.dense") + h, w,
                           f"{p}.attention.output.LayerNorm")
+        seen[f"{p}.up"] = np.abs(h[real]).max(0)
         # GELU only at real tokens (erf in Python is the slow part); padded positions
         # are masked keys and excluded from pooling, so their values never matter.
         act = np.zeros((b, s, INTERMEDIATE))
@@ -83,13 +104,15 @@ def _quantize_rows(x: np.ndarray, gelu: bool = False) -> tuple[np.ndarray, np.nd
 
 
 def _int8_matmul(x: np.ndarray, weight: tuple, gelu: bool = False) -> np.ndarray:
+    if weight[3] is not None:  # smoothed: a power of two, exact in float32 as in the graph
+        x = x.astype(np.float32) * (np.float32(1.0) / weight[3])
     q, scale = _quantize_rows(x, gelu)
     out = (q @ weight[0].astype(np.int64)) * scale * weight[1].astype(np.float64)
     return out if weight[2] is None else out + weight[2]
 
 
 def numpy_forward_int8(w: dict[str, np.ndarray], ids: np.ndarray, mask: np.ndarray,
-                       layers: int = LAYERS) -> np.ndarray:
+                       maxima: dict[str, np.ndarray], layers: int = LAYERS) -> np.ndarray:
     """The int8 model: integer products exact, the rest in float64. [B,S]->[B,384]
 
     Only the real tokens' rows are computed past the attention: every other step works
@@ -101,11 +124,11 @@ def numpy_forward_int8(w: dict[str, np.ndarray], ids: np.ndarray, mask: np.ndarr
     by layer (``layers``)."""
     b, s = ids.shape
     real = mask.astype(bool)
-    w64 = {k: v.astype(np.float64) for k, v in w.items() if v.dtype == np.float32}
+    w64 = _float64(w)
     h = np_embeddings(w64, ids).reshape(b * s, HIDDEN)
     for i in range(layers):
         p = f"encoder.layer.{i}"
-        lw = layer_weights(w, p)  # from the float32 weights, exactly as the export does
+        lw = layer_weights(w, p, maxima)  # from the float32 weights, exactly as the export does
         q, k, v = (_int8_matmul(h, lw[n]).reshape(b, s, HEADS, HEAD_DIM).transpose(0, 2, 1, 3)
                    for n in ("query", "key", "value"))
         h = h.reshape(b, s, HIDDEN)
