@@ -195,3 +195,58 @@ def test_an_index_of_the_batch_dependent_int8_is_refused_and_its_vectors_not_reu
     assert run.returncode == 0, run.stderr
     assert _embedder_meta(db) == Embedder("int8").fingerprint
     assert len(reusable_vectors(db, current("int8"))) > 0  # its own vectors are reusable
+
+
+# -- a CPU without VNNI ---------------------------------------------------------------------
+
+QEMU_CHILD = """
+import sys
+import numpy as np, onnxruntime as ort
+path, out = sys.argv[1], sys.argv[2]
+with np.load(sys.argv[3]) as batch:
+    ids, mask = batch["ids"], batch["mask"]
+options = ort.SessionOptions()
+options.intra_op_num_threads = 1
+session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"],
+                               disabled_optimizers=["SkipLayerNormFusion"])
+np.save(out, session.run(None, {"input_ids": ids, "attention_mask": mask})[0])
+"""
+
+
+def test_weights_stored_unsigned_give_a_cpu_without_vnni_the_exact_products(tmp_path):
+    """Under `qemu-x86_64 -cpu Haswell` (AVX2, no VNNI), onnxruntime's u8 x s8 kernel
+    saturates (int8_graph.unsigned_weights), so such a CPU gets the weights as uint8. Here
+    the uint8 and int8 forms give the same bytes (the same exact integer products); there
+    the uint8 form stays within the float steps' differences of this host's vectors
+    (which each layer's rounding amplifies: cosine 0.99995 on the longest check text),
+    where signed weights fall to 0.995. Skips without qemu-x86_64 or off x86-64."""
+    import platform
+    import shutil
+
+    import onnx
+
+    from brainbot.model.int8_graph import build_int8_graph
+
+    qemu = shutil.which("qemu-x86_64")
+    if qemu is None or platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("qemu-x86_64 on an x86-64 host emulates the CPU without VNNI")
+    weights = export.load_weights()
+    maxima = export.calibration_maxima(weights)
+    ids, mask = export.check_batch()
+    np.savez(tmp_path / "batch.npz", ids=ids, mask=mask)
+    got = {}
+    for kind in ("signed", "unsigned"):
+        path = tmp_path / f"{kind}.onnx"
+        onnx.save(build_int8_graph(weights, 0, maxima, unsigned=kind == "unsigned"), path)
+        for where, prefix in (("here", []), ("haswell", [qemu, "-cpu", "Haswell"])):
+            out = tmp_path / f"{kind}-{where}.npy"
+            run = subprocess.run([*prefix, sys.executable, "-c", QEMU_CHILD, str(path), str(out),
+                                  str(tmp_path / "batch.npz")], capture_output=True, text=True,
+                                 timeout=900)
+            assert run.returncode == 0, run.stderr[-2000:]
+            got[kind, where] = np.load(out)
+    assert got["signed", "here"].tobytes() == got["unsigned", "here"].tobytes()
+    here = got["signed", "here"].astype(np.float64)
+    cos = {kind: (got[kind, "haswell"] * here).sum(1) for kind in ("signed", "unsigned")}
+    assert cos["unsigned"].min() >= 0.9999, cos  # 0.99995 measured: the float steps only
+    assert cos["signed"].max() < cos["unsigned"].min(), cos  # saturated: 0.995-0.996

@@ -101,9 +101,9 @@ def unsigned_weights() -> bool:
     On x86 without VNNI, onnxruntime's u8 x s8 kernel multiplies with vpmaddubsw, whose
     int16 pair sums saturate: measured under `qemu-x86_64 -cpu Haswell`, 0/255 activations
     against ±127 weights came out up to 24 % wrong; its u8 x u8 kernel (vpmaddwd) is exact.
-    Both give the same integer products, so the vectors are the same; on a CPU with VNNI
-    the u8 x u8 kernel ran 2.1x slower than u8 x s8 (2048 x 384 x 1536, one thread), so
-    signed weights stay where they are exact (VNNI, and ARM's kernels)."""
+    Both give the same integer products (on one CPU, the same bytes: tests/test_int8.py);
+    on a CPU with VNNI the u8 x u8 kernel ran 2.1x slower than u8 x s8 (2048 x 384 x 1536,
+    one thread), so signed weights stay where they are exact (VNNI, and ARM's kernels)."""
     if platform.machine().lower() not in ("x86_64", "amd64", "i386", "i686", "x86"):
         return False
     try:
