@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from brainbot.model import onnx_export as export  # noqa: E402
-from brainbot.model.embed import Embedder, physical_cores  # noqa: E402
+from brainbot.model.embed import DEFAULT_BATCH_SIZE, Embedder, physical_cores  # noqa: E402
 from brainbot.model.files import (  # noqa: E402
     MAX_TOKENS,
     MODEL_ID,
@@ -238,7 +238,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunks", type=int, default=160)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="one batch size for all (default: each embedder's own)")
     args = parser.parse_args()
 
     load_before = os.getloadavg()[0]
@@ -247,14 +248,15 @@ def main() -> None:
     setup = measure_export()
     fp32, int8 = Embedder("fp32", batch_size=args.batch_size), Embedder("int8", batch_size=args.batch_size)
     limit = session_for(export.onnx_path("fp32"), threads)
-    batches, ids = prebatched(chunks, args.batch_size)
+    batches, ids = prebatched(chunks, fp32.batch_size)
     full = [e.ids for e in load_tokenizer(truncate=False).encode_batch(chunks)]
     tokens = [min(len(i), MAX_TOKENS) for i in full]
 
     with tempfile.TemporaryDirectory() as tmp:
-        dynamic = embedder_over(dynamic_int8(Path(tmp) / "dynamic.onnx"), threads, args.batch_size)
+        dynamic = embedder_over(dynamic_int8(Path(tmp) / "dynamic.onnx"), threads,
+                                args.batch_size or DEFAULT_BATCH_SIZE)  # as it ran
     # Verify before timing: the Embedder and the bare session must agree exactly.
-    ours, bare = fp32.embed(chunks[:16]), run_limit(limit, prebatched(chunks[:16], args.batch_size)[0], 16)
+    ours, bare = fp32.embed(chunks[:16]), run_limit(limit, prebatched(chunks[:16], fp32.batch_size)[0], 16)
     assert np.abs(ours - bare).max() < 1e-5, "Embedder and the bare session disagree"
     int8.embed(chunks[:8])
     dynamic.embed(chunks[:8])
@@ -279,7 +281,9 @@ def main() -> None:
                  "mean_tokens_before_truncation": round(float(np.mean([len(i) for i in full])), 1),
                  "mean_tokens_after_truncation": round(float(np.mean(tokens)), 1),
                  "truncated_at_256": int(sum(len(i) > MAX_TOKENS for i in full))},
-        "settings": {"batch_size": args.batch_size, "intra_op_threads": threads, "rounds": args.rounds,
+        "settings": {"batch_size": {"fp32": fp32.batch_size, "int8": int8.batch_size,
+                                    "int8_dynamic": dynamic.batch_size},
+                     "intra_op_threads": threads, "rounds": args.rounds,
                      "graph_optimization": "ORT_ENABLE_ALL", "execution_mode": "sequential"},
         "load_average": {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2)},
         "chunks_per_s": {name: _rate(chunks, t) for name, t in times.items()},
@@ -296,7 +300,7 @@ def main() -> None:
         "int8_dynamic_vs_fp32_on_chunks": closeness(out["embedder_int8_dynamic"], out["embedder_fp32"],
                                                     alone["int8_dynamic"]),
         "reference": measure_reference({"fp32": fp32, "int8": int8, "int8_dynamic": dynamic}),
-        "sentence_transformers": sentence_transformers_column(chunks, args.batch_size),
+        "sentence_transformers": sentence_transformers_column(chunks, fp32.batch_size),
         **setup,
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

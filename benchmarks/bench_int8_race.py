@@ -27,12 +27,17 @@ Candidates:
   ``rows_unfused_attention`` (the fp32 graph's attention ops, one Q|K|V product split by
   Slice), ``rows_mha_bias`` (query/key/value biases inside MultiHeadAttention instead of
   the two exact rewrites), ``rows_fast_gelu`` (tanh GELU, com.microsoft FastGelu),
+  ``rows_scale_by_mul`` (the rows' scales applied by a Mul after the product, not inside
+  MatMulIntegerToFloat: the same bytes),
   ``nbits8`` (com.microsoft MatMulNBits, 8-bit weights in blocks of 32, int8 activations
   quantized per block inside the kernel: accuracy_level 4), ``int8_rows_batch2``,
-  ``int8_rows_batch4`` and ``int8_rows_batch16`` (other Embedder batch sizes); and for
-  fp32 and int8_rows both, ``_spinning`` (onnxruntime's pool spinning, which brainbot
-  turns off: model/session.py) and ``_concurrent`` (two single-threaded runs side by side
-  instead of one run on two threads).
+  ``int8_rows_batch8`` and ``int8_rows_batch16`` (other Embedder batch sizes than int8's
+  4), ``fp32_batch4``; and for fp32 and int8_rows both, ``_spinning`` (onnxruntime's pool
+  spinning, which brainbot turns off: model/session.py) and ``_concurrent`` (two
+  single-threaded runs side by side instead of one run on two threads).
+
+Each candidate runs at its Embedder's batch size (fp32 8, int8 4; the int8 of before at
+8, as it ran) unless its name says otherwise.
 
 Data: ~200-word rust-book chunks (bench_embed.load_chunks). Not measured: tokenizing
 differences (the Embedder's own; the same for every candidate), session creation.
@@ -66,7 +71,7 @@ from bench_embed import _cpu_name, dynamic_int8, load_chunks  # noqa: E402
 
 from brainbot.model import int8_graph as i8  # noqa: E402
 from brainbot.model import session as model_session  # noqa: E402
-from brainbot.model.embed import Embedder  # noqa: E402
+from brainbot.model.embed import BATCH_SIZES, Embedder  # noqa: E402
 from brainbot.model.files import MAX_TOKENS, load_tokenizer  # noqa: E402
 from brainbot.model.graph import (  # noqa: E402
     HEADS,
@@ -207,6 +212,27 @@ def nbits8(w: dict, block: int = 32):
     return model
 
 
+class ScaleByMul(i8.Int8Graph):
+    """MatMulIntegerToFloat with a scalar activation scale of 1 (no per-row ScaleOutput,
+    a single-threaded pass inside the op), then a Mul by the rows' scales (the same two
+    float products in the same order: the same bytes)."""
+
+    def matmul(self, q, scale, weight, name):
+        one = self.const(f"{name}.one", np.array(1.0, np.float32))
+        y = self.op("MatMulIntegerToFloat", q, self.const(f"{name}.w8", weight[0]), one,
+                    self.const(f"{name}.w_scale", weight[1]), self.zero_point, domain=i8.MS)
+        return self.op("Mul", y, scale)
+
+
+def scale_by_mul(w: dict, maxima: dict):
+    original = i8.Int8Graph
+    i8.Int8Graph = ScaleByMul  # build_int8_graph instantiates i8.Int8Graph
+    try:
+        return i8.build_int8_graph(w, 0, maxima)
+    finally:
+        i8.Int8Graph = original
+
+
 def build_candidates(folder: Path) -> dict[str, dict]:
     """name -> {"path", "disabled", "batch_size"}."""
     import onnx
@@ -230,14 +256,18 @@ def build_candidates(folder: Path) -> dict[str, dict]:
                         ("rows_unfused_attention", rows_variant(w, maxima, attention="unfused")),
                         ("rows_mha_bias", rows_variant(w, maxima, attention="mha_bias")),
                         ("rows_fast_gelu", rows_variant(w, maxima, fast_gelu=True)),
+                        ("rows_scale_by_mul", scale_by_mul(w, maxima)),
                         ("nbits8", nbits8(w))):
         onnx.save(model, folder / f"{name}.onnx")
         out[name] = {"path": folder / f"{name}.onnx", "disabled": SKIP_LN}
-    for size in (2, 4, 16):
+    for name, c in out.items():  # each at its Embedder's batch size; the int8 of before at 8
+        c.setdefault("batch_size", BATCH_SIZES["fp32" if name in ("fp32", "int8_dynamic") else "int8"])
+    for size in (2, 8, 16):
         out[f"int8_rows_batch{size}"] = out["int8_rows"] | {"batch_size": size}
     for name in ("fp32", "int8_rows"):
         out[f"{name}_spinning"] = out[name] | {"spin": True}
         out[f"{name}_concurrent"] = out[name] | {"concurrent": True}
+    out["fp32_batch4"] = out["fp32"] | {"batch_size": 4}
     return out
 
 
@@ -267,18 +297,21 @@ class Concurrent(Embedder):
         return out
 
 
-def embedder(candidate: dict, threads: int, batch_size: int = 8) -> Embedder:
+def embedder(candidate: dict, threads: int, batch_size: int | None = None) -> Embedder:
     """An Embedder (its tokenizing and batching) over the candidate's own session."""
     import onnxruntime as ort
 
     concurrent = candidate.get("concurrent", False)
     kind = Concurrent if concurrent else Embedder
-    e = kind("fp32", threads=threads, batch_size=candidate.get("batch_size", batch_size))
+    e = kind("fp32", threads=threads, batch_size=batch_size or candidate["batch_size"])
     e._tokenizer = load_tokenizer(max_length=MAX_TOKENS, truncate=True)
     options = model_session.session_options(1 if concurrent else threads, True)
-    if candidate.get("spin"):
-        options = model_session.session_options(threads, True)
-        options.add_session_config_entry("session.intra_op.allow_spinning", "1")
+    if candidate.get("spin"):  # the same options, spinning left at onnxruntime's default
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     e._session = ort.InferenceSession(str(candidate["path"]), options, providers=["CPUExecutionProvider"],
                                       disabled_optimizers=list(candidate["disabled"]))
     return e

@@ -192,8 +192,9 @@ def embed_section() -> str:
             row("int8 before #33 (dynamic quantization)", "embedder_int8_dynamic", "int8_dynamic")]
     return "\n".join([
         "### Embedding throughput", f"`python benchmarks/bench_embed.py` — "
-        f"{e['data']['chunks']} real chunks of ~200 words from the Rust book, batch "
-        f"{e['settings']['batch_size']}, {e['settings']['intra_op_threads']} threads, "
+        f"{e['data']['chunks']} real chunks of ~200 words from the Rust book, batches of "
+        f"{', '.join(f'{v} ({k})' for k, v in e['settings']['batch_size'].items())} (each "
+        f"embedder's own), {e['settings']['intra_op_threads']} threads, "
         f"{m['cpu']} ({'AVX-512 VNNI' if m.get('vnni') else 'no VNNI'}), load average "
         f"{e['load_average']['before']} before, {e['load_average']['after']} after; median of "
         f"{e['settings']['rounds']} interleaved rounds. int8 / fp32: "

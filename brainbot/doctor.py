@@ -108,9 +108,10 @@ def _model_checks() -> list[dict]:
     if problems:
         return out
     try:
+        from brainbot.model.embed import DEFAULT_PRECISION
         from brainbot.model.onnx_export import onnx_path
 
-        path = onnx_path("fp32")
+        path = onnx_path(DEFAULT_PRECISION)  # what a new index embeds with
         out.append(_check("onnx export", True, str(path)))
     except BrainbotError as exc:
         out.append(_check("onnx export", False, str(exc), "brainbot model export"))
