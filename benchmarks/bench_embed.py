@@ -25,7 +25,8 @@ ratios to fp32 (and best against best). The load average is recorded before and 
 
 Not measured: file reading, chunking, SQLite writes, query-time search.
 
-    flock /tmp/brainbot-bench.lock .venv/bin/python benchmarks/bench_embed.py [--chunks 160] [--rounds 5]
+    flock /tmp/brainbot-bench.lock .venv/bin/python benchmarks/bench_embed.py [--chunks 160] [--rounds 5] \
+        [--min-idle 0.8]
 """
 
 from __future__ import annotations
@@ -216,11 +217,15 @@ def embedder_over(path: Path, threads: int, batch_size: int) -> Embedder:
     return e
 
 
-def race(runs: dict, rounds: int) -> dict[str, list[float]]:
-    """Each run once a round, the order rotating; name -> seconds per round."""
+def race(runs: dict, rounds: int, min_idle: float = 0.0) -> dict[str, list[float]]:
+    """Each run once a round, the order rotating, each started once the CPUs were
+    ``min_idle`` idle (bench_coldstart.wait_for_idle; 0: at once); name -> seconds."""
+    from bench_coldstart import wait_for_idle
+
     names, times = list(runs), {name: [] for name in runs}
     for r in range(rounds):
         for name in names[r % len(names):] + names[: r % len(names)]:
+            wait_for_idle(min_idle, timeout=60.0)
             seconds, runs[name][1] = timed(runs[name][0])
             times[name].append(seconds)
     return times
@@ -238,6 +243,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunks", type=int, default=160)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--min-idle", type=float, default=0.0,
+                        help="start each timed run once the CPUs were this idle (0.8)")
     parser.add_argument("--batch-size", type=int, default=None,
                         help="one batch size for all (default: each embedder's own)")
     args = parser.parse_args()
@@ -265,7 +272,7 @@ def main() -> None:
             "embedder_fp32": [lambda: fp32.embed(chunks), None],
             "embedder_int8": [lambda: int8.embed(chunks), None],
             "embedder_int8_dynamic": [lambda: dynamic.embed(chunks), None]}
-    times = race(runs, args.rounds)
+    times = race(runs, args.rounds, args.min_idle)
     out = {name: run[1] for name, run in runs.items()}
     assert np.abs(out["embedder_fp32"] - out["limit"]).max() < 1e-5
 
@@ -282,7 +289,7 @@ def main() -> None:
                  "mean_tokens_after_truncation": round(float(np.mean(tokens)), 1),
                  "truncated_at_256": int(sum(len(i) > MAX_TOKENS for i in full))},
         "settings": {"batch_size": {"fp32": fp32.batch_size, "int8": int8.batch_size,
-                                    "int8_dynamic": dynamic.batch_size},
+                                    "int8_dynamic": dynamic.batch_size}, "min_idle": args.min_idle,
                      "intra_op_threads": threads, "rounds": args.rounds,
                      "graph_optimization": "ORT_ENABLE_ALL", "execution_mode": "sequential"},
         "load_average": {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2)},

@@ -335,7 +335,9 @@ def same_bytes(candidate: dict, chunks: list[str], threads: int) -> dict:
     return out | {"bit_identical": all(out[k] for k in ways)}
 
 
-def race(embedders: dict[str, Embedder], chunks: list[str], rounds: int) -> dict:
+def race(embedders: dict[str, Embedder], chunks: list[str], rounds: int, min_idle: float = 0.0) -> dict:
+    from bench_coldstart import wait_for_idle
+
     for e in embedders.values():
         e.embed(chunks[:16])  # warm-up
     names = list(embedders)
@@ -343,6 +345,7 @@ def race(embedders: dict[str, Embedder], chunks: list[str], rounds: int) -> dict
     cpu: dict[str, list[float]] = {n: [] for n in embedders}
     for r in range(rounds):
         for name in names[r % len(names):] + names[: r % len(names)]:
+            wait_for_idle(min_idle, timeout=60.0)
             start, start_cpu = time.perf_counter(), time.process_time()
             embedders[name].embed(chunks)
             times[name].append(time.perf_counter() - start)
@@ -405,6 +408,8 @@ def main() -> int:
     ap.add_argument("--check-chunks", type=int, default=48, help="chunks for the same-bytes checks")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--min-idle", type=float, default=0.0,
+                    help="start each timed run once the CPUs were this idle (0.8)")
     ap.add_argument("--only", help="comma-separated candidates (fp32 always runs); the JSON is not written")
     ap.add_argument("--nfcorpus-db", type=Path,
                     help="an index `brainbot eval --beir` built: vector nDCG@10 of the main candidates")
@@ -412,7 +417,7 @@ def main() -> int:
     chunks = load_chunks(args.chunks)
     result = {"benchmark": "int8 graphs against fp32, issue #33", "cpu": _cpu_name(),
               "machine": platform.machine(), "threads": args.threads, "chunks": len(chunks),
-              "rounds": args.rounds, "export_versions": EXPORT_VERSIONS,
+              "rounds": args.rounds, "min_idle": args.min_idle, "export_versions": EXPORT_VERSIONS,
               "load_before": os.getloadavg()[0], "candidates": {}}
     with tempfile.TemporaryDirectory(prefix="int8-race-") as tmp:
         candidates = build_candidates(Path(tmp))
@@ -433,7 +438,7 @@ def main() -> int:
             names = [n for n in ("int8_dynamic", "int8_rows", "rows_unsmoothed", "rows_7bit_unsmoothed")
                      if n in embedders]
             result["nfcorpus_vector"] = nfcorpus_vector(args.nfcorpus_db, embedders, names)
-        speed = race(embedders, chunks, args.rounds)
+        speed = race(embedders, chunks, args.rounds, args.min_idle)
     for name, figures in speed.items():
         result["candidates"][name]["speed"] = figures
         print(f"{name:24s} {figures['chunks_per_s_median']:7.1f} chunks/s  x{figures['vs_fp32_median_of_rounds']}"

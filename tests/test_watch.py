@@ -1,7 +1,7 @@
 """`brainbot watch`: edits, atomic saves, deletes, renames, bulk changes, a re-created
 folder, a folder moved away, a new `.brainbotignore` are each seen within a bounded wait,
 by passes over just the notes they name; `.git` noise makes no pass; a failing pass or a
-name watchfiles cannot decode does not stop the watch; an int8 index is written at int8.
+name watchfiles cannot decode does not stop the watch; an index is written at its own precision.
 Every scenario ends with the index equal to a clean index of the folder."""
 
 from __future__ import annotations
@@ -324,13 +324,15 @@ def test_folder_replaced_at_once(running, tmp_path):
     wait_until(lambda: running.equals_clean_index(tmp_path), "a clean index")
 
 
-def test_watch_writes_an_int8_index(tmp_path, vault):
-    """`brainbot watch` takes its precision from the index: built with `--precision int8`,
-    it must not be refused as an fp32 writer."""
+@pytest.mark.parametrize("precision", ["int8", "fp32"])
+def test_watch_writes_an_index_at_its_own_precision(tmp_path, vault, precision):
+    """`brainbot watch` takes its precision from the index: built with `--precision fp32`
+    (or int8, the default of a new index), it must not be refused as a writer of the
+    other nor write the other's vectors."""
     from brainbot.model.embed import Embedder
 
-    db = tmp_path / "int8.db"
-    with Indexer(db, precision="int8", embedder=Embedder(precision="int8")) as ix:
+    db = tmp_path / f"{precision}.db"
+    with Indexer(db, precision=precision, embedder=Embedder(precision=precision)) as ix:
         ix.index_paths([vault])
     proc = subprocess.Popen([sys.executable, "-m", "brainbot", "watch", str(vault), "--db",
                              str(db), "--json"], stdout=subprocess.PIPE,
@@ -350,5 +352,5 @@ def test_watch_writes_an_int8_index(tmp_path, vault):
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=15)
     with Searcher(db) as s:
-        assert s.meta["embedder"].split(":")[1] == "int8"
+        assert s.meta["embedder"] == Embedder(precision).fingerprint
         assert [h.path for h in s.search("kiwi harvest", 1, mode="vector")] == ["alpha.md"]
