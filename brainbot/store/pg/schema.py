@@ -337,7 +337,7 @@ def peek_meta(url: str) -> dict[str, str]:
     except StoreError:
         return {}
     try:
-        return read_meta(conn) if "meta" in _tables(conn, current_schema(conn)) else {}
+        return read_meta(conn) if "meta" in tables_of(conn, current_schema(conn)) else {}
     except Exception:  # noqa: BLE001 - unreadable here: opening it will report it
         return {}
     finally:
