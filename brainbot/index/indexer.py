@@ -43,7 +43,7 @@ from brainbot.errors import IndexStopped, ReadOnlyStoreError
 from brainbot.notes import files as notes
 from brainbot.notes import language
 from brainbot.store.records import NewChunk, NewDocument
-from brainbot.store.target import open_store
+from brainbot.store.target import open_store, recorded_precision
 from brainbot.text import documents, lexical
 from brainbot.text.documents import Chunked, Document
 
@@ -193,10 +193,9 @@ class Indexer:
     def __enter__(self) -> Indexer:
         if self.precision is None:  # an index keeps the precision it was built with
             from brainbot.model.embed import DEFAULT_PRECISION
-            from brainbot.store.identity import current, precision_of
-            from brainbot.store.target import recorded_meta
+            from brainbot.store.identity import current
 
-            self.precision = precision_of(recorded_meta(self.target)) or DEFAULT_PRECISION
+            self.precision = recorded_precision(self.target) or DEFAULT_PRECISION
             self.identity = current(self.precision, self.params)
         self.store = open_store(self.target, write=True, identity=self.identity,
                                 rebuild=self.rebuild)

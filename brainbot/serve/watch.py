@@ -243,8 +243,10 @@ class Watcher:
         It runs the lexical phase only: the semantic phase is the background's, whose
         model runs stop in between (``interruptible``)."""
         from brainbot.index.indexer import Indexer
+        from brainbot.model.embed import DEFAULT_PRECISION
+        from brainbot.store.target import recorded_precision
 
-        precision = self.precision or _recorded_precision(self.db)
+        precision = self.precision or recorded_precision(self.db) or DEFAULT_PRECISION
         while True:
             embedder = self._embedder(precision)
             if interruptible:
@@ -406,15 +408,6 @@ def _add(batch: Batch, root: Path, rels: set[str]) -> None:
 
 def _merged(a: set[str] | None, b: set[str] | None) -> set[str] | None:
     return None if a is None or b is None else a | b
-
-
-def _recorded_precision(db: str) -> str:
-    """The precision the index records, else that of a new index."""
-    from brainbot.model.embed import DEFAULT_PRECISION
-    from brainbot.store.identity import precision_of
-    from brainbot.store.target import recorded_meta
-
-    return precision_of(recorded_meta(db)) or DEFAULT_PRECISION
 
 
 def _precision_of(exc: IdentityMismatchError) -> str | None:

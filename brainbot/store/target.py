@@ -54,6 +54,14 @@ def recorded_meta(target: str | os.PathLike) -> dict[str, str]:
     return in_file(Path(target))
 
 
+def recorded_precision(target: str | os.PathLike) -> str | None:
+    """The embedding precision the index at ``target`` was built with (fp32, int8), read
+    without writing anything; None when it records none yet."""
+    from .identity import precision_of
+
+    return precision_of(recorded_meta(target))
+
+
 def open_store(target: str | os.PathLike, *, write: bool = False,
                identity: IndexIdentity | None = None, rebuild: bool = False) -> Store:
     """Open the index at ``target`` (a path, or a ``postgresql://`` URL).
