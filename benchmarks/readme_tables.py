@@ -54,10 +54,12 @@ def eval_section() -> str:
                     "recall@100", "MRR@10", "p50 ms", "p95 ms"], rows)]
     i8 = _load("eval_nfcorpus_int8.json")
     if i8:
-        parts = [f"{mode} {m['ndcg@10']:.4f} (fp32 {nf['modes'][mode]['ndcg@10']:.4f})"
+        parts = [f"{mode} {m['ndcg@10']:.4f} ({m['ndcg@10'] - nf['modes'][mode]['ndcg@10']:+.4f})"
                  for mode, m in i8["modes"].items() if mode in nf["modes"]]
-        text += ["", "The same eval on an index embedded with `--precision int8` "
-                 "(`brainbot eval --beir … --precision int8`): " + ", ".join(parts) + "."]
+        text += ["", "The table is fp32 (`--precision fp32`). The same eval at int8, the default "
+                 "precision of a new index since issue #33 (`brainbot eval --beir …`: chunks and "
+                 "queries embedded by the per-token int8 graph), against fp32 (target: within "
+                 "0.003 in vector and hybrid mode): " + ", ".join(parts) + "."]
     qrows = []
     for name in ("eval_questions.json", "eval_questions_holdout.json", "eval_questions_rust.json",
                  "eval_questions_rust_holdout.json", "eval_questions_vault.json",
@@ -750,7 +752,7 @@ def static_int8_section() -> str:
     s = _load("static_int8.json")
     if not s or "throughput" not in s:
         return ""
-    names = {"fp32": "fp32", "dynamic_int8": "dynamic int8 (`--precision int8`)",
+    names = {"fp32": "fp32", "dynamic_int8": "dynamic int8 (`--precision int8` before #33)",
              "static_int8": "static int8 QDQ (experiment)"}
     rows = []
     for key, label in names.items():
