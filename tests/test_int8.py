@@ -194,7 +194,21 @@ def test_an_index_of_the_batch_dependent_int8_is_refused_and_its_vectors_not_reu
     run = _cli("index", vault, "--db", db, "--rebuild", "--json")
     assert run.returncode == 0, run.stderr
     assert _embedder_meta(db) == Embedder("int8").fingerprint
+    # The salvage kept none of the old vectors (fp32 ones here, under the old label): every
+    # stored vector is the new int8 graph's for its text, as a clean index would hold.
+    texts, stored = _stored_vectors(db)
+    assert stored.tobytes() == Embedder("int8").embed(texts).astype("<f4").tobytes()
     assert len(reusable_vectors(db, current("int8"))) > 0  # its own vectors are reusable
+
+
+def _stored_vectors(db: Path) -> tuple[list[str], np.ndarray]:
+    conn = sqlean.connect(str(db))
+    try:
+        rows = conn.execute("SELECT c.retrieval_text, e.vector FROM chunks c JOIN embeddings e "
+                            "ON e.chunk = c.id ORDER BY c.id").fetchall()
+    finally:
+        conn.close()
+    return [t for t, _ in rows], np.stack([np.frombuffer(v, dtype="<f4") for _, v in rows])
 
 
 # -- a CPU without VNNI ---------------------------------------------------------------------
