@@ -60,6 +60,27 @@ def read_note(path: Path) -> str:
     return text[1:] if text.startswith("\ufeff") else text
 
 
+def cpu_family() -> int | None:
+    """/proc/cpuinfo's "cpu family": a VM's model name may be only "AMD EPYC", the family
+    tells Zen 1 (23) from Zen 5 (26)."""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("cpu family"):
+                return int(line.split(":", 1)[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def has_vnni() -> bool:
+    """AVX-512 VNNI or AVX-VNNI: the int8 dot products the int8 graph's speed rests on (#33)."""
+    try:
+        flags = set(open("/proc/cpuinfo").read().split())
+    except OSError:
+        return False
+    return bool(flags & {"avx512_vnni", "avx_vnni"})
+
+
 def machine() -> dict:
     cpu = "unknown"
     try:
@@ -73,6 +94,8 @@ def machine() -> dict:
 
     return {
         "cpu": cpu,
+        "cpu_family": cpu_family(),
+        "vnni": has_vnni(),
         "cores": os.cpu_count(),
         # Other jobs shared this machine while it was measured; the load says how much.
         "load_average_1min": round(os.getloadavg()[0], 2),

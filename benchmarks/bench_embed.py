@@ -47,6 +47,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_chunking import cpu_family  # noqa: E402
+
 from brainbot.model import onnx_export as export  # noqa: E402
 from brainbot.model.embed import DEFAULT_BATCH_SIZE, Embedder, physical_cores  # noqa: E402
 from brainbot.model.files import (  # noqa: E402
@@ -281,7 +283,8 @@ def main() -> None:
     results = {
         "benchmark": "embedding throughput, ~200-word chunks",
         "model": MODEL_ID,
-        "machine": {"cpu": _cpu_name(), "vnni": _has_vnni(), "physical_cores": threads,
+        "machine": {"cpu": _cpu_name(), "cpu_family": cpu_family(), "vnni": _has_vnni(),
+                    "physical_cores": threads,
                     "python": platform.python_version(),
                     "onnxruntime": __import__("onnxruntime").__version__, "numpy": np.__version__},
         "data": {"corpus": "rust-book/src", "chunks": len(chunks), "words_per_chunk": [CHUNK_WORDS * 3 // 4, CHUNK_WORDS],

@@ -67,7 +67,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_embed import _cpu_name, dynamic_int8, load_chunks  # noqa: E402
+from bench_chunking import cpu_family  # noqa: E402
+from bench_embed import _cpu_name, _has_vnni, dynamic_int8, load_chunks  # noqa: E402
 
 from brainbot.model import int8_graph as i8  # noqa: E402
 from brainbot.model import session as model_session  # noqa: E402
@@ -416,6 +417,7 @@ def main() -> int:
     args = ap.parse_args()
     chunks = load_chunks(args.chunks)
     result = {"benchmark": "int8 graphs against fp32, issue #33", "cpu": _cpu_name(),
+              "cpu_family": cpu_family(), "vnni": _has_vnni(),
               "machine": platform.machine(), "threads": args.threads, "chunks": len(chunks),
               "rounds": args.rounds, "min_idle": args.min_idle, "export_versions": EXPORT_VERSIONS,
               "load_before": os.getloadavg()[0], "candidates": {}}

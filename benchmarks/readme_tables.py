@@ -197,10 +197,12 @@ def embed_section() -> str:
         f"{e['data']['chunks']} real chunks of ~200 words from the Rust book, batches of "
         f"{', '.join(f'{v} ({k})' for k, v in e['settings']['batch_size'].items())} (each "
         f"embedder's own), {e['settings']['intra_op_threads']} threads, "
-        f"{m['cpu']} ({'AVX-512 VNNI' if m.get('vnni') else 'no VNNI'}), load average "
+        f"{_cpu(m)}, load average "
         f"{e['load_average']['before']} before, {e['load_average']['after']} after; median of "
         f"{e['settings']['rounds']} interleaved rounds. int8 / fp32: "
-        f"**{e['int8_speedup_vs_fp32']}×** (median of the per-round ratios). Cosine to "
+        f"**{e['int8_speedup_vs_fp32']}×** (median of the per-round ratios; per round "
+        f"{', '.join(f'{x:.2f}' for x in e['int8_speedup_vs_fp32_per_round'])}; the int8 "
+        f"before #33: {e['int8_dynamic_speedup_vs_fp32']}×). Cosine to "
         "sentence-transformers' vectors (`../shared/reference`, one text at a time) and to "
         "fp32 on the chunks; \"alone = in a batch\": the same bytes for a chunk embedded "
         "alone and in a batch.", "",
@@ -222,7 +224,7 @@ def _race_part() -> list[str]:
                      "yes" if sb["bit_identical"] else f"no ({sb['max_abs']:.3f})"])
     return ["", f"`python benchmarks/bench_int8_race.py` — the int8 graphs raced (what was "
             f"tried, the losers too; the script's docstring says what each is): {r['chunks']} "
-            f"chunks, median of {r['rounds']} interleaved rounds, {r['cpu']}, load average "
+            f"chunks, median of {r['rounds']} interleaved rounds, {_cpu(r)}, load average "
             f"{r['load_before']:.1f} before, {r['load_after']:.1f} after. × fp32 in wall time and in "
             "CPU seconds of the process; \"same bytes\": alone, shuffled in batches of 5 and on "
             "one thread as in batches of 8 on two.", "",
@@ -267,9 +269,25 @@ def _parallel_rows(sp: dict | None) -> list[str]:
             + (f" {sp['note']}" if sp.get("note") else "")]
 
 
+# AMD's family numbers: a VM may name its CPU only "AMD EPYC" (/proc/cpuinfo).
+ZEN = {23: "Zen 1/2", 25: "Zen 3/4", 26: "Zen 5"}
+
+
+def _cpu(m: dict) -> str:
+    """A result's CPU as the README names it: model name, family (Zen generation) and
+    whether it has VNNI, where the benchmark recorded them (bench_chunking.machine)."""
+    name, family, vnni = m.get("cpu", "unknown CPU"), m.get("cpu_family"), m.get("vnni")
+    if family is not None:
+        zen = ZEN.get(family) if name.startswith("AMD") else None
+        name += f" family {family}" + (f" ({zen})" if zen else "")
+    if vnni is not None:
+        name += ", AVX-512 VNNI" if vnni else ", no VNNI"
+    return name
+
+
 def _host(machine: dict) -> str:
     """The host a result file names, as the README says it."""
-    cpu = machine.get("cpu", "unknown CPU")
+    cpu = _cpu(machine)
     cores = machine.get("cores")
     return f"{cpu}, {cores} cores" if cores else cpu
 

@@ -94,6 +94,7 @@ def daemon(tmp_path_factory):
     db = folder / "notes.db"
     with Indexer(db) as ix:
         ix.index_paths([EXAMPLES])
+    assert ix.precision == "int8"  # a new index's default (#33): the daemon serves int8
     d = Daemon(db)
     yield d
     assert d.stop() in (0, -15)  # uvicorn re-raises the SIGTERM it handled
