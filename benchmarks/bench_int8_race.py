@@ -3,8 +3,9 @@
 Every candidate is checked before it is timed (karpathy's kernel lab):
 
 - **same bytes**: through the Embedder's batching (``model/embed.py``: length buckets of
-  16, a filler row beside a text alone), the chunks embedded in batches of 8, each alone,
-  shuffled in batches of 5, and on 1 intra-op thread instead of 2: bit-identical or not;
+  16, a filler row beside a text alone), the chunks embedded in the candidate's own batches
+  (int8 4, fp32 8), each alone, shuffled in batches of 5, and on 1 intra-op thread instead
+  of 2: bit-identical or not;
 - **closeness**: cosine to fp32 on the same chunks, min and mean.
 
 Then the candidates run the chunks through that batching in interleaved rounds (the order
@@ -322,7 +323,7 @@ def embedder(candidate: dict, threads: int, batch_size: int | None = None) -> Em
 
 
 def same_bytes(candidate: dict, chunks: list[str], threads: int) -> dict:
-    """The chunks in batches of 8; each alone; shuffled in batches of 5; on 1 thread."""
+    """The chunks in the candidate's own batches; each alone; shuffled in batches of 5; on 1 thread."""
     base_e = embedder(candidate, threads)
     base = base_e.embed(chunks)
     order = list(range(len(chunks)))

@@ -227,7 +227,7 @@ def _race_part() -> list[str]:
             f"chunks, median of {r['rounds']} interleaved rounds, {_cpu(r)}, load average "
             f"{r['load_before']:.1f} before, {r['load_after']:.1f} after. × fp32 in wall time and in "
             "CPU seconds of the process; \"same bytes\": alone, shuffled in batches of 5 and on "
-            "one thread as in batches of 8 on two.", "",
+            "one thread as in the graph's own batches on two.", "",
             _table(["graph", "chunks/s", "× fp32", "× fp32 (CPU s)", "cosine to fp32 (min / mean)",
                     "same bytes"], rows)]
 
