@@ -299,6 +299,11 @@ def _projected(p) -> str:
     return f"{p:,.0f}"
 
 
+def _vault_name(v: dict) -> str:
+    """A first-run row's vault, with its precision when embedded (rows before #33: fp32)."""
+    return f"{v['vault']} ({v.get('precision') or 'fp32'})" if v.get("embed") else v["vault"]
+
+
 def first_run_section() -> str:
     f = _load("first_run.json")
     if not f:
@@ -308,13 +313,12 @@ def first_run_section() -> str:
         embedded = (f"{v['fully_embedded_s']}" if v.get("embed") else
                     f"not run (projected {_projected(v['projected_embed_s'])})"
                     if v.get("projected_embed_s") else "not run")
-        name = f"{v['vault']} ({v.get('precision') or 'fp32'})" if v.get("embed") else v["vault"]
-        rows.append([name, v["files"], v["megabytes"], f"{v['chunks']:,}",
+        rows.append([_vault_name(v), v["files"], v["megabytes"], f"{v['chunks']:,}",
                      v["to_last_bm25_hit_s"], embedded, v.get("embedder_alone_s", ""),
                      f"{v['semantic_vs_alone']}×" if v.get("embed") else "",
                      f"{v['index_vs_alone']}×" if v.get("embed") else "",
                      max(r["index_load"] for r in v["rounds"])])
-    stage_rows = [[v["vault"], *(v["stages_seconds"].get(k, "") for k in (
+    stage_rows = [[_vault_name(v), *(v["stages_seconds"].get(k, "") for k in (
         "discover", "read", "chunk", "write", "links")), v["to_lexical_end_s"],
         min((r["index_cpu_s"] for r in v["rounds"] if "index_cpu_s" in r), default="")]
         for v in f["vaults"]]
@@ -873,8 +877,12 @@ def build() -> str:
     return "## Results\n\nMachines: 2-vCPU VMs with 24 GB, shared and noisy. Until " \
            "2026-12-01 every run was on AMD EPYC VMs (the kernel sections say which: Zen 1 " \
            "has AVX2 and FMA, no AVX-512); " \
-           "the first-run and serving tables are from an Intel Xeon (KVM, AVX-512 and " \
-           "VNNI), 2026-12-02; each section names its host. Every figure is from one run " \
+           "the serving tables are from an Intel Xeon (KVM, AVX-512 and VNNI), " \
+           "2026-12-02; the embedding (int8, issue 33) and first-run tables from an AMD " \
+           "EPYC family 26 (Zen 5, AVX-512 VNNI), 2026-12-05; each section names its host. " \
+           "No CPU without VNNI was timed: the int8 graph's AVX2 path was run only under " \
+           "qemu (tests/test_int8.py), which checks its vectors, not its speed. " \
+           "Every figure is from one run " \
            "of the command named, anchors side by side.\n\n" + \
            "\n\n".join(parts)
 
