@@ -36,7 +36,7 @@ LAB_NOTES = 8  # ~80 chunks: a dozen commits at 8 chunks a batch, seconds of emb
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory, pg_server, shared_embedder):
+def lab(tmp_path_factory, pg_server):
     """A vault of a few sample notes, its clean index's snapshot, and the harness."""
     work = tmp_path_factory.mktemp("pglab")
     vault = work / "vault"
@@ -45,7 +45,7 @@ def lab(tmp_path_factory, pg_server, shared_embedder):
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(p, dst)
     clean = pg_server.fresh_database("bb_lab_clean")
-    with Indexer(clean, embedder=shared_embedder) as ix:
+    with Indexer(clean) as ix:  # the CLI's default precision (int8 since #33), as the runs below
         ix.index_paths([vault])
     return {"work": work, "vault": vault, "clean": store_snapshot(clean),
             "harness": write_pg_harness(work), "server": pg_server}

@@ -46,9 +46,11 @@ def held(tmp_path: Path, after: int = 1) -> tuple[dict[str, str], Path]:
     return hooks, gate
 
 
-def clean_snapshot(tmp_path: Path, vault: Path, embedder) -> dict:
+def clean_snapshot(tmp_path: Path, vault: Path) -> dict:
+    """A clean index of ``vault`` at a new index's default precision (int8 since #33), the
+    one the watch and `brainbot index` wrote the index compared with it."""
     clean = tmp_path / "clean.db"
-    with Indexer(clean, embedder=embedder) as ix:
+    with Indexer(clean) as ix:
         ix.index_paths([vault])
     return snapshot(clean)
 
@@ -60,8 +62,7 @@ def is_held(gate: Path):
     return check
 
 
-def test_mcp_watch_answers_bm25_while_the_semantic_phase_is_held(tmp_path,
-                                                                   shared_embedder):
+def test_mcp_watch_answers_bm25_while_the_semantic_phase_is_held(tmp_path):
     vault = small_vault(tmp_path / "v")
     db = tmp_path / "w.db"
     hooks, gate = held(tmp_path)
@@ -113,7 +114,7 @@ def test_mcp_watch_answers_bm25_while_the_semantic_phase_is_held(tmp_path,
     assert all(h["embedded"] for h in after["hits"])
     assert "semantic phase done" in log and f"{NOTES + 1} of {NOTES + 1}" in log, log
     check_consistent(db)
-    assert snapshot(db) == clean_snapshot(tmp_path, vault, shared_embedder)
+    assert snapshot(db) == clean_snapshot(tmp_path, vault)
 
 
 def test_the_instructions_say_the_index_is_partial(tmp_path):
@@ -157,7 +158,7 @@ def _instructions(db: Path) -> str:
     return anyio.run(main)
 
 
-def test_mcp_exit_mid_semantic_phase_leaves_a_resumable_index(tmp_path, shared_embedder):
+def test_mcp_exit_mid_semantic_phase_leaves_a_resumable_index(tmp_path):
     """The client leaves while the semantic phase is held after one batch: the server stops
     it between batches (the batch in flight is dropped), closes the writer, and the index
     holds exactly the committed batch; `brainbot index` completes it into the clean one."""
@@ -187,7 +188,7 @@ def test_mcp_exit_mid_semantic_phase_leaves_a_resumable_index(tmp_path, shared_e
     result = run_cli("index", str(vault), "--db", str(db), env=cli_env())
     assert result.returncode == 0, result.stderr
     check_consistent(db)
-    assert snapshot(db) == clean_snapshot(tmp_path, vault, shared_embedder)
+    assert snapshot(db) == clean_snapshot(tmp_path, vault)
 
 
 def test_serve_watch_answers_while_the_semantic_phase_is_held(tmp_path, monkeypatch):

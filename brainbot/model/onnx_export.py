@@ -25,6 +25,7 @@ import json
 import os
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -329,9 +330,13 @@ def _int8_problems(path: Path, runner: Runner, ids: np.ndarray, mask: np.ndarray
         pair_ids[1, :2], pair_mask[1, :2] = FILLER_IDS, 1
         return runner(path, pair_ids, pair_mask)[:1]
 
-    runs = {f"text {i} alone": (lambda i=i: alone(i), slice(i, i + 1)) for i in range(len(ids))}
-    runs["the batch reversed"] = (lambda: runner(path, ids[::-1].copy(), mask[::-1].copy())[::-1], slice(None))
-    runs |= {f"{n} thread(s)": (lambda n=n: runner(path, ids, mask, threads=n), slice(None)) for n in (1, 2)}
+    def reversed_batch() -> np.ndarray:
+        return runner(path, ids[::-1].copy(), mask[::-1].copy())[::-1]
+
+    runs: dict[str, tuple[Callable[[], np.ndarray], slice]] = {
+        f"text {i} alone": (partial(alone, i), slice(i, i + 1)) for i in range(len(ids))}
+    runs["the batch reversed"] = (reversed_batch, slice(None))
+    runs |= {f"{n} thread(s)": (partial(runner, path, ids, mask, threads=n), slice(None)) for n in (1, 2)}
     moved = [how for how, (run, rows) in runs.items() if not np.array_equal(run(), got[rows])]
     report["batch_invariant"] = not moved
     return [f"vectors change with the batch ({', '.join(moved)})"] if moved else []

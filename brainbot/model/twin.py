@@ -59,7 +59,8 @@ def calibration_maxima(w: dict[str, np.ndarray], batches) -> dict[str, np.ndarra
     """Each smoothed int8 input's largest |value| per channel over the real tokens of
     ``batches`` ((ids, mask) pairs): ``{p}.attention`` (what enters query, key and value)
     and ``{p}.up`` (the first feed-forward matrix), for model/int8_graph.py."""
-    w64, out = _float64(w), {}
+    w64 = _float64(w)
+    out: dict[str, np.ndarray] = {}
     for ids, mask in batches:
         seen: dict[str, np.ndarray] = {}
         _forward(w64, ids, mask, seen)
@@ -125,7 +126,7 @@ def numpy_forward_int8(w: dict[str, np.ndarray], ids: np.ndarray, mask: np.ndarr
     b, s = ids.shape
     real = mask.astype(bool)
     w64 = _float64(w)
-    h = np_embeddings(w64, ids).reshape(b * s, HIDDEN)
+    h: np.ndarray = np_embeddings(w64, ids).reshape(b * s, HIDDEN)
     for i in range(layers):
         p = f"encoder.layer.{i}"
         lw = layer_weights(w, p, maxima)  # from the float32 weights, exactly as the export does
