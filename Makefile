@@ -34,6 +34,8 @@ demo: install
 	$(BIN)/brainbot query "how long does the sourdough proof" --db $(DEMO_DB) -k 3
 	@echo "== ask (extractive unless ANTHROPIC_API_KEY is set)"
 	$(BIN)/brainbot ask "How often do I feed the sourdough starter?" --db $(DEMO_DB)
+	@echo "== a follow-up in the same conversation"
+	$(BIN)/brainbot ask --follow-up "and when it lives in the fridge?" --db $(DEMO_DB)
 
 # The page's real-browser test (tests/test_browser.py) drives Debian's chromium with
 # chromium-driver, and its markdown renderer's unit test (tests/test_markdown_render.py)
@@ -89,11 +91,13 @@ test-fast: install browser qemu zsh
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
 # Everything in docs/ that is generated: commands.md from the argparse definitions,
-# schema.md from an index of examples/notes (seconds). tests/test_docs.py fails when either
-# is not what these give now. (docs/page.png is `python docs/screenshot.py`'s.)
+# schema.md from an index of examples/notes (seconds), benchmarks.md and the README's
+# headline table from benchmarks/results/*.json. tests/test_docs.py fails when any is not
+# what these give now. (docs/page.png is `python docs/screenshot.py`'s.)
 docs: install
 	$(BIN)/python docs/make_commands.py
 	$(BIN)/python docs/make_schema.py
+	$(BIN)/python benchmarks/readme_tables.py
 
 # The C core under AddressSanitizer + UndefinedBehaviorSanitizer (GCC or clang with its
 # sanitizer runtime): csrc/asan.py builds a separate -O1 copy of the extension into

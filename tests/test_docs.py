@@ -135,3 +135,51 @@ def test_the_conversations_sql_runs_beside_a_real_index(tmp_path, monkeypatch):
     finally:
         con.close()
     assert rows[-1] == [(1, "How often do I feed the starter?", "answer")]
+
+
+def _prose(text: str) -> str:
+    """The page without its fenced blocks and code spans' link-like text kept apart."""
+    return re.sub(r"(?ms)^```.*?^```", "", text)
+
+
+def _flags_of_the_parser() -> set[str]:
+    from brainbot.cli import build_parser
+    from brainbot.shell.completion import commands
+
+    parser = build_parser()
+    flags = {f for a in parser._actions for f in a.option_strings}
+    return flags | {f for c in commands(parser) for a in c.args for f in a.flags}
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/guide.md"])
+def test_every_option_a_page_names_exists(page):
+    """The front page and docs/guide.md are written by hand: an option renamed or dropped
+    must not live on there."""
+    text = (REPO / page).read_text(encoding="utf-8")
+    named = set(re.findall(r"(?<![\w-])brainbot [a-z]+[^`\n]*?(--[a-z][a-z0-9-]*)", text))
+    named |= set(re.findall(r"`(--[a-z][a-z0-9-]*)", text))
+    known = _flags_of_the_parser()
+    # Options of other tools the guide quotes (pytest, pip, claude mcp add).
+    others = {"--no-deps", "--scope", "--transport"} & named - known
+    assert named - known - others == set(), sorted(named - known - others)
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/guide.md", "docs/scaling.md",
+                                  "docs/schema.md", "docs/commands.md", "ARCHITECTURE.md"])
+def test_relative_links_lead_somewhere(page):
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        from headline import slug
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    path = REPO / page
+    text = re.sub(r"`[^`\n]*`", "", _prose(path.read_text(encoding="utf-8")))
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", target):
+            continue
+        file, _, anchor = target.partition("#")
+        dest = (path.parent / file).resolve() if file else path
+        assert dest.exists(), f"{page} links to {target}: no such file"
+        if anchor and dest.suffix == ".md":
+            headings = re.findall(r"(?m)^#+ (.+)$", _prose(dest.read_text(encoding="utf-8")))
+            assert anchor in {slug(h) for h in headings}, f"{page} links to {target}: no heading"

@@ -12,7 +12,7 @@ from conftest import QUESTIONS
 from brainbot import evaluate
 from brainbot.search.searcher import Hit
 
-# Floors a little below what was measured (README, "Retrieval quality"): hit@5 bm25 0.81,
+# Floors a little below what was measured (docs/benchmarks.md, "Retrieval quality"): hit@5 bm25 0.81,
 # vector 0.81, hybrid 0.88; MRR hybrid 0.75.
 FLOORS = {"bm25": {"hit@5": 0.75, "mrr": 0.58},
           "vector": {"hit@5": 0.75, "mrr": 0.58},

@@ -250,7 +250,7 @@ def test_refusal_calibration_per_mode(searcher):
     assert REFUSE_BELOW < min(table["vector"][True])  # never refuses an answerable one
 
 
-# Floors at the measured figures (README, "Answers"), never below the floors before issue
+# Floors at the measured figures (docs/benchmarks.md, "Answers"), never below the floors before issue
 # 13 (answered 0.52 dev, 0.42 holdout). Each: (answered correctly at least, answered
 # wrongly at most, fact cited in answer or passages at least, near misses answered at
 # most, off-topic questions not found at least).

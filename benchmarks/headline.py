@@ -1,0 +1,132 @@
+"""The README's headline figures: one small table, each row from the same
+benchmarks/results/*.json that docs/benchmarks.md's full tables come from, and a link to
+the full table (issue 35). Nothing here measures anything; `readme_tables.py` writes it
+between the README's headline markers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+PAGE = "docs/benchmarks.md"
+
+
+def _load(name: str):
+    path = RESULTS / name
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a markdown heading's text."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def _link(heading: str) -> str:
+    return f"[table]({PAGE}#{slug(heading)})"
+
+
+def _retrieval() -> list[str] | None:
+    nf = _load("eval_nfcorpus.json")
+    if not nf:
+        return None
+    m = {k: v["ndcg@10"] for k, v in nf["modes"].items()}
+    return ["Retrieval, BEIR NFCorpus nDCG@10 "
+            f"({nf['queries']} queries)",
+            f"hybrid **{m['hybrid']:.3f}** · vector {m['vector']:.3f} · BM25 {m['bm25']:.3f}",
+            "published: BM25 0.322 (Pyserini), this model alone 0.316 (MTEB), "
+            "BM25 + dense 0.346",
+            _link("Retrieval quality: BEIR NFCorpus")]
+
+
+def _answers() -> list[str] | None:
+    a = _load("eval_answers.json")
+    if not a:
+        return None
+    sets = list(a["sets"].values())
+    cited = [r["rates"]["fact_cited"] for r in sets]
+    wrong = [r["rates"]["answered_wrong"] for r in sets]
+    return ["Answers with no API key (extractive), "
+            f"{len(sets)} question sets",
+            f"fact cited {min(cited):.0%}–{max(cited):.0%}; answered wrongly "
+            f"{min(wrong):.0%}–{max(wrong):.0%}",
+            "targets: cited ≥ 85 %, wrong ≤ 5 % (not met on every set)",
+            _link("Answers: `brainbot ask`")]
+
+
+def _followups() -> list[str] | None:
+    f = _load("eval_followups.json")
+    if not f:
+        return None
+
+    def found(side: str) -> tuple[int, int]:
+        groups = [r["follow_ups"][side] for r in f["sets"].values()]
+        return round(sum(g["found"] * g["n"] for g in groups)), sum(g["n"] for g in groups)
+
+    (w, n), (a, _) = found("within"), found("alone")
+    return ["Follow-up questions found "
+            f"({len(f['sets'])} conversation sets)",
+            f"**{w}/{n}** within their conversation", f"{a}/{n} asked alone",
+            _link("Follow-up questions")]
+
+
+def _kernel() -> list[str] | None:
+    s = _load("search.json")
+    sec = next((c for c in (s or {}).get("cosine", []) if c["n"] == 1_000_000), None)
+    if not sec:
+        return None
+    rows = {r["engine"]: r["ms"] for r in sec["single"] if r["threads"] == 1 and "ms" in r}
+    c, npy = rows["brainbot C f32"], rows["numpy (matmul+argpartition)"]
+    bound = sec["bandwidth"]["1"]["c_stream_ms"]
+    return ["C cosine top-10 over 1M vectors, one thread",
+            f"**{npy / c:.2f}×** numpy's speed; {c / bound:.2f}× the memory-bandwidth bound",
+            "numpy matmul + argpartition", _link("Issue #24 targets on this host")]
+
+
+def _embedding() -> list[str] | None:
+    e = _load("embed.json")
+    if not e:
+        return None
+    cos = e["int8_vs_fp32_on_chunks"]
+    return ["Embedding, int8 (the default) against fp32",
+            f"**{e['int8_speedup_vs_fp32']:.2f}×** the throughput; min cosine to fp32 "
+            f"{cos['min_cosine']:.4f}",
+            "fp32 on the same texts, raced (target 2×: not met)",
+            _link("Embedding throughput")]
+
+
+def _first_run() -> list[str] | None:
+    f = _load("first_run.json")
+    big = next((v for v in (f or {}).get("vaults", []) if v["vault"].startswith("big")), None)
+    if not big:
+        return None
+    projected = big.get("projected_embed_s")
+    embedded = (f"; embedded in ~{projected['int8'] / 60:.0f} min (int8) in the background"
+                if isinstance(projected, dict) and "int8" in projected else "")
+    against = (f"fp32: ~{projected['fp32'] / 60:.0f} min" if isinstance(projected, dict)
+               and "fp32" in projected else "embedding goes on in the background")
+    return [f"First run, {big['files']:,} notes ({big['chunks']:,} chunks)",
+            f"searchable by BM25 after **{big['to_last_bm25_hit_s']:.0f} s**{embedded}",
+            against, _link("First run")]
+
+
+def _serving() -> list[str] | None:
+    s = _load("serve_http.json")
+    row = (s or {}).get("search", {}).get("100000", {}).get("HTTP /api/search")
+    if not row:
+        return None
+    return ["`brainbot serve`, /api/search over 100k chunks",
+            f"p50 **{row['p50_ms']:.0f} ms**, p95 {row['p95_ms']:.0f} ms",
+            "stdio MCP p50 " + f"{s['search']['100000']['stdio MCP']['p50_ms']:.0f} ms",
+            _link("Serving: HTTP against stdio")]
+
+
+def build() -> str:
+    rows = [r for r in (_retrieval(), _answers(), _followups(), _kernel(), _embedding(),
+                        _first_run(), _serving()) if r]
+    out = ["| | brainbot | against | |", "|---|---|---|---|"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(out)
