@@ -103,14 +103,11 @@ def _first_run() -> list[str] | None:
     big = next((v for v in (f or {}).get("vaults", []) if v["vault"].startswith("big")), None)
     if not big:
         return None
-    projected = big.get("projected_embed_s")
-    embedded = (f"; embedded in ~{projected['int8'] / 60:.0f} min (int8) in the background"
-                if isinstance(projected, dict) and "int8" in projected else "")
-    against = (f"fp32: ~{projected['fp32'] / 60:.0f} min" if isinstance(projected, dict)
-               and "fp32" in projected else "embedding goes on in the background")
+    minutes = {p: s / 60 for p, s in big["projected_embed_s"].items()}  # per precision
     return [f"First run, {big['files']:,} notes ({big['chunks']:,} chunks)",
-            f"searchable by BM25 after **{big['to_last_bm25_hit_s']:.0f} s**{embedded}",
-            against, _link("First run")]
+            f"searchable by BM25 after **{big['to_last_bm25_hit_s']:.0f} s**; embedded in "
+            f"~{minutes['int8']:.0f} min (int8) in the background",
+            f"fp32: ~{minutes['fp32']:.0f} min", _link("First run")]
 
 
 def _serving() -> list[str] | None:

@@ -111,6 +111,16 @@ def examples_db(tmp_path_factory, shared_embedder):
     return db
 
 
+@pytest.fixture(scope="module")
+def searcher(examples_db, shared_embedder):
+    """A Searcher over examples_db (read-only use), one per test module."""
+    from brainbot.search.searcher import Searcher
+
+    s = Searcher(examples_db, embedder=shared_embedder)
+    yield s
+    s.close()
+
+
 @pytest.fixture
 def vault(tmp_path):
     """A tiny writable vault of three notes."""

@@ -45,15 +45,6 @@ QUESTION = "How often do I feed the sourdough starter on the counter?"
 INJECTION = "inbox/suspicious email.md"
 
 
-@pytest.fixture(scope="module")
-def searcher(examples_db, shared_embedder):
-    from brainbot.search.searcher import Searcher
-
-    s = Searcher(examples_db, embedder=shared_embedder)
-    yield s
-    s.close()
-
-
 @pytest.fixture
 def fake():
     with FakeAnthropic() as server:

@@ -27,15 +27,6 @@ EXAMPLES = REPO / "examples" / "notes"
 QUESTIONS = REPO / "examples" / "questions.jsonl"
 
 
-@pytest.fixture(scope="module")
-def searcher(examples_db, shared_embedder):
-    from brainbot.search.searcher import Searcher
-
-    s = Searcher(examples_db, embedder=shared_embedder)
-    yield s
-    s.close()
-
-
 @pytest.fixture(autouse=True)
 def no_key(monkeypatch, tmp_path):
     no_credentials(monkeypatch, tmp_path)

@@ -31,15 +31,6 @@ STARTER = "How do I make the tare for my shoyu ramen?"
 FOLLOW = "how long does it keep?"
 
 
-@pytest.fixture(scope="module")
-def searcher(examples_db, shared_embedder):
-    from brainbot.search.searcher import Searcher
-
-    s = Searcher(examples_db, embedder=shared_embedder)
-    yield s
-    s.close()
-
-
 @pytest.fixture(autouse=True)
 def no_key(monkeypatch, tmp_path):
     no_credentials(monkeypatch, tmp_path)  # offline unless a test passes the fake's client
