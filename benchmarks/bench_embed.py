@@ -8,18 +8,20 @@ What is measured, in one run on one machine:
   inputs tokenized, sorted and padded beforehand, the same batch size: only
   ``session.run`` is timed. Embedder / limit is the overhead brainbot adds.
 - **int8** — ``Embedder("int8")``, the per-token int8 graph (model/int8_graph.py, issue
-  #33), and **int8_dynamic**, what `--precision int8` ran before it (onnxruntime's
-  dynamic quantization, one activation scale per batch), through the same Embedder
-  batching: speed, cosine to fp32 on the chunks and to sentence-transformers' reference
-  vectors, one text at a time and in batches, and whether a chunk alone gives the bytes
-  it gives in a batch.
+  #33; each text run alone, two at once), and **int8_dynamic**, what `--precision int8`
+  ran before it (onnxruntime's dynamic quantization, one activation scale per batch,
+  through fp32's batches): speed, cosine to fp32 on the chunks and to
+  sentence-transformers' reference vectors, one text at a time and in batches, and
+  whether a chunk alone gives the bytes it gives in a batch.
+- **fp32_alone** — the fp32 graph run the int8 way (``fp32_alone``): not shipped, the
+  fastest fp32 found, so that int8 is held against it too.
 - **sentence-transformers** on torch, only when importable (brainbot never imports it).
 - Export time (fp32, int8) into an empty cache, and session creation time.
 
 Data: ~200-word chunks of the Rust book (../shared/data/corpora/rust-book/src, paragraphs
 grouped until they reach 200 words). Many exceed 256 wordpieces and are truncated, as
-they would be by any MiniLM pipeline. Each round runs limit, fp32, int8 and int8_dynamic
-once, the order rotating from round to round (the machine is shared); the best round of
+they would be by any MiniLM pipeline. Each round runs limit, fp32, int8, int8_dynamic and
+fp32_alone once, the order rotating from round to round (the machine is shared); the best round of
 each is reported, the median too, and the int8 speed-ups are the median of the per-round
 ratios to fp32 (and best against best). The load average is recorded before and after.
 
@@ -207,15 +209,42 @@ def dynamic_int8(out: Path) -> Path:
 
 
 def embedder_over(path: Path, threads: int, batch_size: int) -> Embedder:
-    """An Embedder (its tokenizing and batching) over a session of another ONNX file."""
+    """An Embedder (its tokenizing and fp32's padded batches) over a session of another
+    ONNX file, one that takes an attention mask."""
     import onnxruntime as ort
 
     from brainbot.model.session import session_options
 
-    e = Embedder("int8", threads=threads, batch_size=batch_size)
+    e = Embedder("fp32", threads=threads, batch_size=batch_size)
     e._tokenizer = load_tokenizer(max_length=MAX_TOKENS, truncate=True)
     e._session = ort.InferenceSession(str(path), session_options(threads, True),
                                       providers=["CPUExecutionProvider"])
+    return e
+
+
+class MaskedSession:
+    """A session of a masked graph (fp32) run the int8 way, a text alone: its mask all ones."""
+
+    def __init__(self, session) -> None:
+        self.session = session
+
+    def run(self, names, feed):
+        return self.session.run(names, feed | {"attention_mask": np.ones_like(feed["input_ids"])})
+
+
+def fp32_alone(threads: int) -> Embedder:
+    """The fp32 graph run as int8 runs (``Embedder._run_alone``): each text alone, unpadded,
+    ``threads`` runs at once on one intra-op thread each. Not what fp32 ships (it would
+    move fp32's vectors in the last bits, so every fp32 index would need a rebuild); it is
+    the fastest fp32 found, so int8 is held against it too."""
+    import onnxruntime as ort
+
+    from brainbot.model.session import session_options
+
+    e = Embedder("int8", threads=threads)  # its way of running; the graph is fp32's
+    e._tokenizer = load_tokenizer(max_length=MAX_TOKENS, truncate=True)
+    e._session = MaskedSession(ort.InferenceSession(str(export.onnx_path("fp32")), session_options(1, True),
+                                                    providers=["CPUExecutionProvider"]))
     return e
 
 
@@ -267,13 +296,16 @@ def main() -> None:
     # Verify before timing: the Embedder and the bare session must agree exactly.
     ours, bare = fp32.embed(chunks[:16]), run_limit(limit, prebatched(chunks[:16], fp32.batch_size)[0], 16)
     assert np.abs(ours - bare).max() < 1e-5, "Embedder and the bare session disagree"
+    alone32 = fp32_alone(threads)
+    assert np.abs(alone32.embed(chunks[:16]) - ours).max() < 1e-5, "fp32 alone and in batches disagree"
     int8.embed(chunks[:8])
     dynamic.embed(chunks[:8])
 
     runs = {"limit": [lambda: run_limit(limit, batches, len(chunks)), None],
             "embedder_fp32": [lambda: fp32.embed(chunks), None],
             "embedder_int8": [lambda: int8.embed(chunks), None],
-            "embedder_int8_dynamic": [lambda: dynamic.embed(chunks), None]}
+            "embedder_int8_dynamic": [lambda: dynamic.embed(chunks), None],
+            "embedder_fp32_alone": [lambda: alone32.embed(chunks), None]}
     times = race(runs, args.rounds, args.min_idle)
     out = {name: run[1] for name, run in runs.items()}
     assert np.abs(out["embedder_fp32"] - out["limit"]).max() < 1e-5
@@ -304,6 +336,8 @@ def main() -> None:
         "int8_speedup_vs_fp32_per_round": [round(f / i, 3) for f, i in
                                            zip(times["embedder_fp32"], times["embedder_int8"], strict=True)],
         "int8_dynamic_speedup_vs_fp32": _median_ratio(times["embedder_fp32"], times["embedder_int8_dynamic"]),
+        "fp32_alone_speedup_vs_fp32": _median_ratio(times["embedder_fp32"], times["embedder_fp32_alone"]),
+        "int8_speedup_vs_fp32_alone": _median_ratio(times["embedder_fp32_alone"], times["embedder_int8"]),
         "query_latency_ms_p50": {"fp32": query_latency_ms(fp32), "int8": query_latency_ms(int8),
                                  "int8_dynamic": query_latency_ms(dynamic)},
         "int8_vs_fp32_on_chunks": closeness(out["embedder_int8"], out["embedder_fp32"], alone["int8"]),
@@ -368,6 +402,7 @@ def markdown(r: dict) -> str:
         row("brainbot Embedder fp32", "embedder_fp32", "fp32"),
         row("brainbot Embedder int8", "embedder_int8", "int8"),
         row("int8 before #33 (dynamic)", "embedder_int8_dynamic", "int8_dynamic"),
+        row("fp32 run as int8 runs (alone, 2 at once; not shipped)", "embedder_fp32_alone", "fp32"),
         f"| sentence-transformers (torch) | {st_cell} | | | |",
         "",
         f"Embedder / limit: best {r['embedder_vs_limit']:.3f}, median of paired rounds "
@@ -375,6 +410,8 @@ def markdown(r: dict) -> str:
         f"int8: {r['int8_speedup_vs_fp32']}x fp32 (median of rounds; best/best {r['int8_speedup_vs_fp32_best']}); "
         f"cosine to fp32 on chunks min {i8['min_cosine']} mean {i8['mean_cosine']}; alone vs in a batch "
         f"bit-identical: {i8['alone_bit_identical']}.",
+        f"int8 against fp32 run alone: {r['int8_speedup_vs_fp32_alone']}x (that fp32: "
+        f"{r['fp32_alone_speedup_vs_fp32']}x fp32).",
         f"int8 before #33: {r['int8_dynamic_speedup_vs_fp32']}x; cosine min {dyn['min_cosine']} mean "
         f"{dyn['mean_cosine']}; alone vs in a batch max abs {dyn['batched_vs_alone_max_abs']:.4f}.",
         f"Query latency p50: fp32 {r['query_latency_ms_p50']['fp32']} ms, int8 {r['query_latency_ms_p50']['int8']} ms. "

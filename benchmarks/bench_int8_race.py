@@ -2,26 +2,37 @@
 
 Every candidate is checked before it is timed (karpathy's kernel lab):
 
-- **same bytes**: through the Embedder's batching (``model/embed.py``: length buckets of
-  16, a filler row beside a text alone), the chunks embedded in the candidate's own batches
-  (int8 4, fp32 8), each alone, shuffled in batches of 5, and on 1 intra-op thread instead
-  of 2: bit-identical or not;
+- **same bytes**: the chunks embedded the candidate's own way, each alone, shuffled (in
+  batches of 5 where it batches), and on 1 thread instead of 2: bit-identical or not;
 - **closeness**: cosine to fp32 on the same chunks, min and mean.
 
-Then the candidates run the chunks through that batching in interleaved rounds (the order
-rotates each round; the machine is shared), and the median round's chunks/s and the
-median of the per-round ratios to fp32 are reported.
+Then the candidates embed the chunks in interleaved rounds (the order rotates each round;
+the machine is shared), and the median round's chunks/s and the median of the per-round
+ratios to fp32 are reported, in wall time and in this process's CPU time.
+
+Two ways to run a graph. **Batches** (fp32's: ``model/embed.py``'s length buckets of 16,
+a filler row beside a text alone, one run at a time on 2 intra-op threads). **Alone**
+(int8's since export version 3: each text its own run at its own length, no padding and
+no attention mask, 2 runs at once on 1 intra-op thread each: ``Embedder._run_alone``).
 
 Candidates:
 
-- ``fp32``: brainbot's fp32 export.
+- ``fp32``: brainbot's fp32 export, in batches of 8: the anchor.
+- ``fp32_alone``: the same graph run alone (its mask all ones), 2 at once. Not shipped:
+  it changes fp32's vectors in the last bits, so every fp32 index would need a rebuild;
+  it is here so that int8 is also held against the fastest fp32 found.
 - ``int8_dynamic``: what `--precision int8` ran before #33: onnxruntime's
   ``quantize_dynamic`` of the fp32 graph (per-channel 7-bit weights, one activation scale
-  per batch tensor, so a vector depends on its batch).
-- ``int8_rows``: brainbot's int8 export (``model/int8_graph.py``): per-token activation
-  scales, 8-bit per-channel weights, the LayerNorm outputs smoothed, MatMulIntegerToFloat,
-  com.microsoft MultiHeadAttention, SkipLayerNormFusion off.
-- losers, built here from the same pieces: ``rows_skip_ln`` (onnxruntime's
+  per batch tensor, so a vector depends on its batch), batches of 8.
+- ``int8_rows``: brainbot's int8 export (``model/int8_graph.py``, version 3): per-token
+  activation scales, 8-bit per-channel weights, the LayerNorm outputs smoothed,
+  MatMulIntegerToFloat, com.microsoft MultiHeadAttention without a mask (its flash
+  kernel), SkipLayerNormFusion off; run alone.
+- ``int8_rows_one_at_a_time``: the same, one text at a time on 2 intra-op threads.
+- ``int8_rows_v2`` (export version 2, shipped before: the same graph with an attention
+  mask, batches of 4, one at a time on 2 threads) and ``int8_rows_v2_concurrent`` (two
+  such batches side by side).
+- losers built from the same pieces, each run alone: ``rows_skip_ln`` (onnxruntime's
   SkipLayerNormFusion left on), ``rows_unsigned_weights`` (weights stored as uint8, what
   a CPU without VNNI gets), ``rows_unsmoothed`` (no smoothing), ``rows_7bit_unsmoothed``
   (±63 weights, no smoothing: the first version, exact on AVX2's u8 x s8 kernel too),
@@ -29,16 +40,12 @@ Candidates:
   Slice), ``rows_mha_bias`` (query/key/value biases inside MultiHeadAttention instead of
   the two exact rewrites), ``rows_fast_gelu`` (tanh GELU, com.microsoft FastGelu),
   ``rows_scale_by_mul`` (the rows' scales applied by a Mul after the product, not inside
-  MatMulIntegerToFloat: the same bytes),
-  ``nbits8`` (com.microsoft MatMulNBits, 8-bit weights in blocks of 32, int8 activations
-  quantized per block inside the kernel: accuracy_level 4), ``int8_rows_batch2``,
-  ``int8_rows_batch8`` and ``int8_rows_batch16`` (other Embedder batch sizes than int8's
-  4), ``fp32_batch4``; and for fp32 and int8_rows both, ``_spinning`` (onnxruntime's pool
-  spinning, which brainbot turns off: model/session.py) and ``_concurrent`` (two
-  single-threaded runs side by side instead of one run on two threads).
-
-Each candidate runs at its Embedder's batch size (fp32 8, int8 4; the int8 of before at
-8, as it ran) unless its name says otherwise.
+  MatMulIntegerToFloat: the same bytes);
+- ``nbits8`` (com.microsoft MatMulNBits in the fp32 graph, 8-bit weights in blocks of 32,
+  int8 activations quantized per block inside the kernel: accuracy_level 4, batches of
+  8), ``fp32_batch4``, ``fp32_concurrent`` (two fp32 batches side by side), and
+  ``fp32_spinning`` / ``int8_rows_spinning`` (onnxruntime's pool spinning, which brainbot
+  turns off: model/session.py).
 
 Data: ~200-word rust-book chunks (bench_embed.load_chunks). Not measured: tokenizing
 differences (the Embedder's own; the same for every candidate), session creation.
@@ -69,7 +76,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_chunking import cpu_family  # noqa: E402
-from bench_embed import _cpu_name, _has_vnni, dynamic_int8, load_chunks  # noqa: E402
+from bench_embed import MaskedSession, _cpu_name, _has_vnni, dynamic_int8, load_chunks  # noqa: E402
 
 from brainbot.model import int8_graph as i8  # noqa: E402
 from brainbot.model import session as model_session  # noqa: E402
@@ -82,6 +89,7 @@ from brainbot.model.graph import (  # noqa: E402
     Graph,
     embeddings,
     mask_inputs,
+    mean_pool,
     model_proto,
     pool,
 )
@@ -108,7 +116,7 @@ def _gelu(g: Graph, x: str, p: str, fast: bool) -> str:
                 g.const(f"{p}.half", np.array(0.5, np.float32)))
 
 
-def _attention_unfused(g, q, scale, lw, w, p, shape3, mask_bias) -> str:
+def _attention_unfused(g, q, scale, lw, w, p, shape3, mask_bias: str | None) -> str:
     """One Q|K|V product, Slice, and the fp32 graph's MatMul / Softmax attention."""
     qkv_w = tuple(np.concatenate([lw[n][k] for n in ("query", "key", "value")], -1) for k in (0, 1))
     qkv = g.matmul(q, scale, qkv_w, f"{p}.qkv")
@@ -126,23 +134,27 @@ def _attention_unfused(g, q, scale, lw, w, p, shape3, mask_bias) -> str:
         return g.op("Transpose", g.op("Reshape", x, split), perm=perm)
 
     scale_ = g.const(f"{p}.scale", np.array(1.0 / np.sqrt(HIDDEN // HEADS), np.float32))
-    scores = g.op("Add", g.op("Mul", g.op("MatMul", part(0, [0, 2, 1, 3]), part(1, [0, 2, 3, 1])), scale_), mask_bias)
+    scores = g.op("Mul", g.op("MatMul", part(0, [0, 2, 1, 3]), part(1, [0, 2, 3, 1])), scale_)
+    if mask_bias is not None:
+        scores = g.op("Add", scores, mask_bias)
     context = g.op("MatMul", g.op("Softmax", scores, axis=-1), part(2, [0, 2, 1, 3]))
     return g.op("Reshape", g.op("Transpose", context, perm=[0, 2, 1, 3]),
                 g.const(f"{p}.flat", np.array([-1, HIDDEN], np.int64)))
 
 
-def _attention_mha(g, q, scale, lw, w, p, shape3, mask, mha_bias: bool) -> str:
+def _attention_mha(g, q, scale, lw, w, p, shape3, mask: str | None, mha_bias: bool) -> str:
     as3 = lambda x: g.op("Reshape", x, shape3)  # noqa: E731
+    masked = () if mask is None else (mask,)
     if mha_bias:  # the three biases inside the op: no rewrite
         heads = [as3(g.matmul(q, scale, lw[n], f"{p}.{n}")) for n in ("query", "key", "value")]
         bias = np.concatenate([w[f"{p}.attention.self.{n}.bias"] for n in ("query", "key", "value")])
-        context = g.op("MultiHeadAttention", *heads, g.const(f"{p}.qkv_bias", bias), mask,
+        context = g.op("MultiHeadAttention", *heads, g.const(f"{p}.qkv_bias", bias), *masked,
                        num_heads=HEADS, domain=i8.MS)
     else:
         query = as3(g.bias(g.matmul(q, scale, lw["query"], f"{p}.query"), lw["query"], f"{p}.query"))
         key, value = (as3(g.matmul(q, scale, lw[n], f"{p}.{n}")) for n in ("key", "value"))
-        context = g.op("MultiHeadAttention", query, key, value, "", mask, num_heads=HEADS, domain=i8.MS)
+        context = g.op("MultiHeadAttention", query, key, value, *(("", mask) if mask else ()),
+                       num_heads=HEADS, domain=i8.MS)
     return g.op("Reshape", context, g.const(f"{p}.flat", np.array([-1, HIDDEN], np.int64)))
 
 
@@ -152,13 +164,16 @@ def _unsmoothed(lw: dict, w: dict, p: str) -> dict:
 
 
 def rows_variant(w: dict, maxima: dict, *, attention: str = "mha", fast_gelu: bool = False,
-                 smooth: bool = True):
-    """The int8_rows graph with one piece swapped (see the module docstring)."""
+                 smooth: bool = True, masked: bool = False):
+    """The int8_rows graph with one piece swapped (see the module docstring); ``masked``:
+    padded batches under an attention mask, as export version 2 ran."""
     from onnx import TensorProto
 
     g = i8.Int8Graph()
-    mask_f, mask_bias = mask_inputs(g)
-    mask = g.op("Cast", "attention_mask", to=TensorProto.INT32)
+    mask_f = mask_bias = mask = None
+    if masked:
+        mask_f, mask_bias = mask_inputs(g)
+        mask = g.op("Cast", "attention_mask", to=TensorProto.INT32)
     h3 = embeddings(g, w)
     shape3 = g.op("Shape", h3)
     h = g.op("Reshape", h3, g.const("flat", np.array([-1, HIDDEN], np.int64)))
@@ -184,8 +199,9 @@ def rows_variant(w: dict, maxima: dict, *, attention: str = "mha", fast_gelu: bo
         q, scale = g.quantize_rows(up, gelu=True)
         out = g.bias(g.matmul(q, scale, lw["down"], f"{p}.down"), lw["down"], f"{p}.down")
         h = g.layer_norm(g.op("Add", out, h), w, f"{p}.output.LayerNorm")
-    pooled = pool(g, g.op("Reshape", h, shape3), mask_f)
-    return model_proto(g, pooled, "race variant", 0, i8.DOMAINS)
+    h3 = g.op("Reshape", h, shape3)
+    pooled = pool(g, h3, mask_f) if masked else mean_pool(g, h3)
+    return model_proto(g, pooled, "race variant", 0, i8.DOMAINS, masked=masked)
 
 
 def nbits8(w: dict, block: int = 32):
@@ -236,45 +252,52 @@ def scale_by_mul(w: dict, maxima: dict):
 
 
 def build_candidates(folder: Path) -> dict[str, dict]:
-    """name -> {"path", "disabled", "batch_size"}."""
+    """name -> {"path", "disabled", "batch_size", and how it runs: "alone" (each text
+    alone, unpadded, ``workers`` runs at once on ``intra`` threads each: the Embedder's
+    int8 way), "concurrent" (batches side by side), "spin"}."""
     import onnx
 
     w = load_weights()
     maxima = calibration_maxima(w)
+    alone = {"alone": True, "disabled": SKIP_LN}
     out = {"fp32": {"path": onnx_path("fp32"), "disabled": ()},
            "int8_dynamic": {"path": dynamic_int8(folder / "dynamic.onnx"), "disabled": ()},
-           "int8_rows": {"path": onnx_path("int8"), "disabled": SKIP_LN}}
-    out["rows_skip_ln"] = {"path": out["int8_rows"]["path"], "disabled": ()}
+           "int8_rows": {"path": onnx_path("int8")} | alone}
+    out["int8_rows_one_at_a_time"] = out["int8_rows"] | {"workers": 1, "intra": None}
+    onnx.save(rows_variant(w, maxima, masked=True), folder / "v2.onnx")
+    out["int8_rows_v2"] = {"path": folder / "v2.onnx", "disabled": SKIP_LN, "batch_size": 4}
+    out["int8_rows_v2_concurrent"] = out["int8_rows_v2"] | {"concurrent": True}
+    out["rows_skip_ln"] = out["int8_rows"] | {"disabled": ()}
     onnx.save(i8.build_int8_graph(w, 0, maxima, unsigned=True), folder / "unsigned.onnx")
-    out["rows_unsigned_weights"] = {"path": folder / "unsigned.onnx", "disabled": SKIP_LN}
+    out["rows_unsigned_weights"] = {"path": folder / "unsigned.onnx"} | alone
     saved = i8.WEIGHT_MAX
     i8.WEIGHT_MAX = 63
     try:
         onnx.save(rows_variant(w, maxima, smooth=False), folder / "7bit.onnx")
     finally:
         i8.WEIGHT_MAX = saved
-    out["rows_7bit_unsmoothed"] = {"path": folder / "7bit.onnx", "disabled": SKIP_LN}
+    out["rows_7bit_unsmoothed"] = {"path": folder / "7bit.onnx"} | alone
     for name, model in (("rows_unsmoothed", rows_variant(w, maxima, smooth=False)),
                         ("rows_unfused_attention", rows_variant(w, maxima, attention="unfused")),
                         ("rows_mha_bias", rows_variant(w, maxima, attention="mha_bias")),
                         ("rows_fast_gelu", rows_variant(w, maxima, fast_gelu=True)),
-                        ("rows_scale_by_mul", scale_by_mul(w, maxima)),
-                        ("nbits8", nbits8(w))):
+                        ("rows_scale_by_mul", scale_by_mul(w, maxima))):
         onnx.save(model, folder / f"{name}.onnx")
-        out[name] = {"path": folder / f"{name}.onnx", "disabled": SKIP_LN}
-    for name, c in out.items():  # each at its Embedder's batch size; the int8 of before at 8
-        c.setdefault("batch_size", BATCH_SIZES["fp32" if name in ("fp32", "int8_dynamic") else "int8"])
-    for size in (2, 8, 16):
-        out[f"int8_rows_batch{size}"] = out["int8_rows"] | {"batch_size": size}
-    for name in ("fp32", "int8_rows"):
-        out[f"{name}_spinning"] = out[name] | {"spin": True}
-        out[f"{name}_concurrent"] = out[name] | {"concurrent": True}
+        out[name] = {"path": folder / f"{name}.onnx"} | alone
+    onnx.save(nbits8(w), folder / "nbits8.onnx")
+    out["nbits8"] = {"path": folder / "nbits8.onnx", "disabled": SKIP_LN}
+    for c in out.values():  # batched ones at the Embedder's fp32 batch size unless named
+        c.setdefault("batch_size", BATCH_SIZES["fp32"])
+    out["fp32_alone"] = out["fp32"] | {"alone": True}
+    out["fp32_spinning"] = out["fp32"] | {"spin": True}
+    out["int8_rows_spinning"] = out["int8_rows"] | {"spin": True}
+    out["fp32_concurrent"] = out["fp32"] | {"concurrent": True}
     out["fp32_batch4"] = out["fp32"] | {"batch_size": 4}
     return out
 
 
 class Concurrent(Embedder):
-    """The Embedder's batches run side by side on ``workers`` threads, each a
+    """The Embedder's fp32 batches run side by side on ``workers`` threads, each a
     single-threaded onnxruntime run (session.run releases the GIL), instead of one run at
     a time on ``workers`` intra-op threads."""
 
@@ -303,19 +326,25 @@ def embedder(candidate: dict, threads: int, batch_size: int | None = None) -> Em
     """An Embedder (its tokenizing and batching) over the candidate's own session."""
     import onnxruntime as ort
 
+    alone = candidate.get("alone", False)
     concurrent = candidate.get("concurrent", False)
-    kind = Concurrent if concurrent else Embedder
-    e = kind("fp32", threads=threads, batch_size=batch_size or candidate["batch_size"])
+    if alone:
+        e = Embedder("int8", threads=candidate.get("workers", threads))
+        intra = candidate.get("intra", 1) or threads
+    else:
+        e = (Concurrent if concurrent else Embedder)("fp32", threads=threads,
+                                                     batch_size=batch_size or candidate["batch_size"])
+        intra = 1 if concurrent else threads
     e._tokenizer = load_tokenizer(max_length=MAX_TOKENS, truncate=True)
-    options = model_session.session_options(1 if concurrent else threads, True)
+    options = model_session.session_options(intra, True)
     if candidate.get("spin"):  # the same options, spinning left at onnxruntime's default
-        import onnxruntime as ort
-
         options = ort.SessionOptions()
-        options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+        options.intra_op_num_threads, options.inter_op_num_threads = intra, 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     e._session = ort.InferenceSession(str(candidate["path"]), options, providers=["CPUExecutionProvider"],
                                       disabled_optimizers=list(candidate["disabled"]))
+    if alone and any(i.name == "attention_mask" for i in e._session.get_inputs()):
+        e._session = MaskedSession(e._session)
     return e
 
 

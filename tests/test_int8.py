@@ -75,6 +75,41 @@ def test_a_texts_int8_vector_has_the_same_bytes_alone_in_any_batch_order_and_thr
         assert together.tobytes() == other.tobytes(), how
 
 
+def test_the_int8_graph_takes_whole_texts_and_attends_without_a_mask():
+    """Export version 3: no attention_mask input, and MultiHeadAttention gets no key
+    padding mask (onnxruntime takes its flash-attention kernel only without one)."""
+    import onnx
+
+    model = onnx.load(str(export.onnx_path("int8")))
+    assert [i.name for i in model.graph.input] == ["input_ids"]
+    attention = [n for n in model.graph.node if n.op_type == "MultiHeadAttention"]
+    assert len(attention) == 6
+    assert all(len([x for x in n.input if x]) == 3 for n in attention)  # query, key, value
+
+
+def test_int8_runs_each_text_alone_as_many_at_once_as_it_has_threads(int8):
+    """Two runs at once on two threads: each run waits at a barrier for the other, which a
+    one-at-a-time loop would never reach (the wait is bounded, and then fails)."""
+    import threading
+
+    tokenizer, session = int8._load()
+    barrier = threading.Barrier(2, timeout=60)
+    seen: list[tuple[int, ...]] = []
+
+    class Pair:
+        def run(self, names, feed):
+            assert set(feed) == {"input_ids"} and feed["input_ids"].shape[0] == 1
+            seen.append(feed["input_ids"].shape)
+            barrier.wait()
+            return session.run(names, feed)
+
+    two = Embedder("int8", threads=2)
+    two._tokenizer, two._session = tokenizer, Pair()
+    texts = ["a short one", "a somewhat longer text about ownership and borrowing", "x", "y y"]
+    assert two.embed(texts).tobytes() == int8.embed(texts).tobytes()
+    assert sorted(shape[1] for shape in seen) == sorted(len(e.ids) for e in tokenizer.encode_batch(texts))
+
+
 def test_int8_is_close_to_fp32_on_real_chunks(int8, shared_embedder):
     chunks = _real_chunks(64)
     cos = (int8.embed(chunks).astype(np.float64) * shared_embedder.embed(chunks)).sum(1)
@@ -102,12 +137,12 @@ def test_the_int8_graph_computes_what_its_numpy_twin_does(tmp_path):
 
 
 def test_verify_refuses_int8_vectors_that_change_with_the_batch(tmp_path):
-    """A graph whose vectors carry something of the batch (here its height) fails the
+    """A graph whose vectors carry something of the batch (here its first text) fails the
     export's check, even when each vector is close to fp32."""
     weights = export.load_weights()
 
     def batch_dependent(path, ids, mask, threads=None):
-        v = export.numpy_forward(weights, ids, mask) + 1e-4 * len(ids)
+        v = export.numpy_forward(weights, ids, mask) + 1e-4 * ids[0, 1]
         return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
 
     with pytest.raises(ExportError, match="vectors change with the batch"):
@@ -115,10 +150,10 @@ def test_verify_refuses_int8_vectors_that_change_with_the_batch(tmp_path):
 
 
 def test_the_int8_export_has_a_new_cache_name_and_fingerprint():
-    """Old int8 files (onnxruntime's dynamic quantization, v1) are never loaded again and
-    indexes made with them are told apart."""
-    assert export.cache_name("int8").endswith("-int8-v2.onnx")
-    assert Embedder("int8").fingerprint.endswith(":int8:onnx-v2")
+    """Old int8 files (v1: onnxruntime's dynamic quantization; v2: padded batches under a
+    mask) are never loaded again and indexes made with them are told apart."""
+    assert export.cache_name("int8").endswith("-int8-v3.onnx")
+    assert Embedder("int8").fingerprint.endswith(":int8:onnx-v3")
     assert Embedder("fp32").fingerprint.endswith(":fp32:onnx-v1")  # fp32 indexes stay valid
 
 
@@ -174,14 +209,16 @@ def test_an_fp32_index_stays_fp32_without_a_flag(tmp_path, vault, shared_embedde
         assert s.embedder.precision == "fp32"
 
 
-def test_an_index_of_the_batch_dependent_int8_is_refused_and_its_vectors_not_reused(
-        tmp_path, vault, shared_embedder):
+@pytest.mark.parametrize(("version", "why"), [(1, "depend on the texts"), (2, "an earlier int8 graph")])
+def test_an_index_of_an_earlier_int8_is_refused_and_its_vectors_not_reused(
+        tmp_path, vault, shared_embedder, version, why):
     db = tmp_path / "old.db"
     with Indexer(db, precision="fp32", embedder=shared_embedder) as ix:
         ix.index_paths([vault])
-    old = Embedder("int8").fingerprint.replace(":onnx-v2", ":onnx-v1")  # as brainbot wrote it
+    ours = f":onnx-v{export.EXPORT_VERSIONS['int8']}"
+    old = Embedder("int8").fingerprint.replace(ours, f":onnx-v{version}")  # as brainbot wrote it
     _set_embedder_meta(db, old)
-    with pytest.raises(IdentityMismatchError, match="depend on the texts") as caught:
+    with pytest.raises(IdentityMismatchError, match=why) as caught:
         with Indexer(db):
             pass
     assert "--rebuild" in str(caught.value)
@@ -237,7 +274,8 @@ options = ort.SessionOptions()
 options.intra_op_num_threads = 1
 session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"],
                                disabled_optimizers=["SkipLayerNormFusion"])
-np.save(out, session.run(None, {"input_ids": ids, "attention_mask": mask})[0])
+np.save(out, np.concatenate([session.run(None, {"input_ids": row[None, :n]})[0]
+                            for row, n in zip(ids, mask.sum(1))]))
 """
 
 

@@ -1,11 +1,13 @@
 """Text -> all-MiniLM-L6-v2 sentence embeddings, with onnxruntime and no torch.
 
 ``Embedder`` tokenizes with the model's own wordpiece tokenizer (truncated at 256
-wordpieces, special tokens included, exactly as sentence-transformers does), sorts the
-texts by token count, pads each batch to its longest text, runs the ONNX graph from
-``model/onnx_export.py`` (which pools and L2-normalises) and returns the vectors in input order.
-Its precision: int8 by default (``model/int8_graph.py``, issue #33), or fp32, which gives
-sentence-transformers' vectors; either way a text's vector does not depend on its batch.
+wordpieces, special tokens included, exactly as sentence-transformers does), runs the ONNX
+graph from ``model/onnx_export.py`` (which pools and L2-normalises) and returns the vectors
+in input order. Its precision: int8 by default (``model/int8_graph.py``, issue #33), or
+fp32, which gives sentence-transformers' vectors; either way a text's vector does not
+depend on the texts embedded beside it. fp32 sorts the texts by token count and pads
+batches of one length bucket (``_batches``); int8 runs each text alone at its own length,
+as many at once as the Embedder has threads (``_run_alone``).
 Nothing is loaded before the first call; the session comes from ``model/session.py``, over a
 pre-optimized copy of the graph that gives bit-identical vectors.
 
@@ -17,8 +19,10 @@ cache vectors either; the store skips texts whose hash it already holds.
 from __future__ import annotations
 
 import os
+import signal
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -35,10 +39,9 @@ DEFAULT_PRECISION = "int8"
 # Measured on this machine (2 cores, ~200-word chunks): batches of about 8 sorted by
 # length were fastest; 32 was 20-25 % slower and used more memory.
 DEFAULT_BATCH_SIZE = 8
-# int8 runs its matrix products ~4x faster, so memory traffic weighs more: batches of 4
-# ran ~10 % faster than 8 on an AMD EPYC Zen 5 (benchmarks/results/int8_race.json), where
-# fp32 was as fast at 4 as at 8.
-BATCH_SIZES = {"fp32": DEFAULT_BATCH_SIZE, "int8": 4}
+# int8 takes no batches: each text runs alone (its graph has no padding mask), ``threads``
+# texts at a time on one onnxruntime thread each (benchmarks/results/int8_race.json).
+BATCH_SIZES = {"fp32": DEFAULT_BATCH_SIZE, "int8": 1}
 # Texts tokenized at a time: enough to sort well, few enough to bound memory when an
 # indexer passes 100k texts at once.
 TOKENIZE_WINDOW = 512
@@ -101,7 +104,8 @@ class Embedder:
                 from .session import open_session
 
                 self._tokenizer = load_tokenizer(max_length=MAX_TOKENS, truncate=True)
-                self._session = open_session(self.precision, self.threads or physical_cores())
+                alone = self.precision == "int8"  # texts side by side, one thread each
+                self._session = open_session(self.precision, 1 if alone else self._workers())
         return self._tokenizer, self._session
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -122,6 +126,11 @@ class Embedder:
             ids = [e.ids for e in encodings]
             self.texts_truncated += sum(1 for e in encodings if e.overflowing)
             del encodings
+            if self.precision == "int8":
+                out[start : start + len(ids)] = self._run_alone(session, ids)
+                self.tokens_seen += sum(map(len, ids))
+                self.texts_seen += len(ids)
+                continue
             for rows, batch_ids, mask in _batches(ids, self.batch_size):
                 vectors = session.run(["sentence_embedding"],
                                       {"input_ids": batch_ids, "attention_mask": mask})[0]
@@ -130,11 +139,37 @@ class Embedder:
                 self.texts_seen += len(rows)
         return out
 
+    def _workers(self) -> int:
+        return self.threads or physical_cores()
+
+    def _run_alone(self, session, ids: list[list[int]]) -> np.ndarray:
+        """Each text's vector from a run of that text alone, ``_workers()`` runs at once
+        (onnxruntime's run is thread-safe and releases the GIL), longest first so that
+        no worker is left with a long text at the end."""
+        def one(i: int) -> np.ndarray:
+            return session.run(["sentence_embedding"], {"input_ids": np.array([ids[i]], np.int64)})[0][0]
+
+        order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
+        out = np.empty((len(ids), DIMENSION), np.float32)
+        workers = min(self._workers(), len(ids))
+        if workers == 1:
+            out[order] = [one(i) for i in order]
+            return out
+        with ThreadPoolExecutor(workers, initializer=_block_interrupts) as pool:
+            out[order] = list(pool.map(one, order))
+        return out
+
     def embed_query(self, text: str) -> np.ndarray:
         """Embed one text; returns a (384,) float32 vector of unit norm."""
         if not isinstance(text, str):
             raise InputError(f"embed_query() needs a str, got {type(text).__name__}")
         return self.embed([text])[0]
+
+
+def _block_interrupts() -> None:
+    """In a worker thread: leave SIGINT (Ctrl-C) to the main thread, which handles it."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
 
 
 def _batches(ids: list[list[int]], batch_size: int):
@@ -147,9 +182,8 @@ def _batches(ids: list[list[int]], batch_size: int):
     bucket (a multiple of PAD_BUCKET) and batched only with texts of the same bucket, and
     a batch of one gets a filler row. Then a resumed or incremental index stores exactly
     the bytes a clean one does. Sorting by length keeps buckets full; padding costs at
-    most PAD_BUCKET - 1 tokens a text (about 3 % at 250 tokens). The int8 graph takes the
-    same care: its activation scales are per token, but a batch of one moved its vectors
-    in the last bits too (2e-8, measured).
+    most PAD_BUCKET - 1 tokens a text (about 3 % at 250 tokens). fp32 only: int8 runs
+    every text alone (``Embedder._run_alone``).
     """
     order = sorted(range(len(ids)), key=lambda i: (len(ids[i]), i))
     groups: dict[int, list[int]] = {}

@@ -4,7 +4,8 @@ BERT embeddings (word + absolute position + token type 0), six post-LayerNorm en
 layers with exact erf GELU, then mean pooling over the attention mask and L2
 normalisation, as sentence-transformers does. Inputs ``input_ids`` and
 ``attention_mask`` (int64 [batch, seq], seq <= 512); output ``sentence_embedding``
-(float32 [batch, 384]).
+(float32 [batch, 384]). The int8 graph takes ``input_ids`` alone, unpadded texts
+(``mean_pool``, ``model_proto(masked=False)``).
 
 This module builds the fp32 graph and the pieces the int8 graph (``model/int8_graph.py``)
 shares with it. It does not load weights, verify or cache (``model/onnx_export.py``).
@@ -114,7 +115,17 @@ def pool(g: Graph, h: str, mask_f: str) -> str:
     summed = g.op("ReduceSum", g.op("Mul", h, m), axis1, keepdims=0)  # [B, 384]
     counts = g.op("Clip", g.op("ReduceSum", m, axis1, keepdims=0),
                   g.const("min_count", np.array(1e-9, np.float32)))  # [B, 1]
-    mean = g.op("Div", summed, counts)
+    return normalize(g, g.op("Div", summed, counts))
+
+
+def mean_pool(g: Graph, h: str) -> str:
+    """Mean over every token (rows that hold one whole text each, no padding), then L2
+    normalisation: [B, S, 384] -> [B, 384]."""
+    return normalize(g, g.op("ReduceMean", h, axes=[1], keepdims=0))
+
+
+def normalize(g: Graph, mean: str) -> str:
+    """[B, 384] rows divided by their L2 norm (floored at 1e-12, as torch's normalize)."""
     norm = g.op("Max", g.op("ReduceL2", mean, axes=[1], keepdims=1),
                 g.const("min_norm", np.array(1e-12, np.float32)))
     return g.op("Div", mean, norm)
@@ -143,16 +154,18 @@ def mask_inputs(g: Graph) -> tuple[str, str]:
     return mask_f, mask_bias
 
 
-def model_proto(g: Graph, pooled: str, name: str, version: int, domains: tuple[str, ...] = ()):
+def model_proto(g: Graph, pooled: str, name: str, version: int, domains: tuple[str, ...] = (),
+                masked: bool = True):
     """Close the graph on ``pooled`` as ``sentence_embedding`` and wrap it in a model of
-    opset 17 (and opset 1 of each contrib ``domains``)."""
+    opset 17 (and opset 1 of each contrib ``domains``); ``masked`` False: a graph of
+    unpadded texts, whose only input is ``input_ids``."""
     from onnx import TensorProto, helper
 
     g.nodes.append(helper.make_node("Identity", [pooled], ["sentence_embedding"], name="output"))
+    inputs = [helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "sequence"])
+              for name in ("input_ids", "attention_mask")[: 2 if masked else 1]]
     graph = helper.make_graph(
-        g.nodes, name,
-        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "sequence"]),
-         helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "sequence"])],
+        g.nodes, name, inputs,
         [helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT, ["batch", DIMENSION])],
         g.inits)
     opsets = [helper.make_opsetid("", OPSET)] + [helper.make_opsetid(d, 1) for d in domains]

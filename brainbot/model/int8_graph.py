@@ -25,10 +25,21 @@ was. The powers come from the channels' maxima over CALIBRATION_TEXTS, measured 
 numpy fp32 model at export (``model/twin.py``): they are constants of the graph.
 
 What stays float: the embeddings, LayerNorm, GELU, the attention itself (com.microsoft
-MultiHeadAttention: scores, mask and softmax in one kernel), pooling. Two exact
-rewrites save work: the key bias is dropped (it adds the same number to every score of a
-query, which softmax ignores) and the value bias is folded into the attention output's
-bias (each row of attention weights sums to 1).
+MultiHeadAttention: scores and softmax in one kernel), pooling. Two exact rewrites save
+work: the key bias is dropped (it adds the same number to every score of a query, which
+softmax ignores) and the value bias is folded into the attention output's bias (each row
+of attention weights sums to 1).
+
+One text a run (export version 3). The graph takes ``input_ids`` alone, no attention
+mask: every row is one whole text, and the Embedder runs each text by itself at its own
+length, two (its threads) at once on one onnxruntime thread each (``Embedder._run_alone``).
+Profiled on 160 Rust-book chunks (AMD EPYC Zen 5): with a key padding mask,
+MultiHeadAttention took its general path (a [B, S, S] mask, per-head GEMMs) and 26-33 % of
+a run; without one it takes its flash-attention kernel. The float steps between the
+products (GELU, quantize, LayerNorm) ran on one thread whatever the intra-op count, so
+two single-threaded runs side by side use both cores where one run on two threads left
+one idle; and no text is padded. Version 2 (padded batches of 4 under a mask) ran at
+1.7x fp32, this one at 2.4x (``benchmarks/bench_int8_race.py``).
 
 What was raced and lost: ``benchmarks/bench_int8_race.py`` and its results JSON. Its numpy
 twin is ``model/twin.py``'s ``numpy_forward_int8``. This module builds the graph; it does
@@ -41,7 +52,7 @@ import platform
 
 import numpy as np
 
-from .graph import HEADS, HIDDEN, LAYERS, Graph, embeddings, mask_inputs, model_proto, pool
+from .graph import HEADS, HIDDEN, LAYERS, Graph, embeddings, mean_pool, model_proto
 
 WEIGHT_MAX = 127  # int8 weights, symmetric
 ACTIVATION_MAX = 127  # symmetric: uint8 with zero point 128
@@ -202,7 +213,7 @@ class Int8Graph(Graph):
         return self.op("Add", x, self.const(f"{name}.bias", weight[2]))
 
 
-def _layer(g: Int8Graph, h: str, shape3: str, mask: str, lw: dict, w: dict, p: str) -> str:
+def _layer(g: Int8Graph, h: str, shape3: str, lw: dict, w: dict, p: str) -> str:
     """One encoder layer on h [M, 384] (M = batch x sequence): -> [M, 384]."""
     # one quantization of the smoothed input feeds query, key and value
     q, scale = g.quantize_rows(g.smooth(h, lw["query"][3], f"{p}.attention"))
@@ -210,7 +221,8 @@ def _layer(g: Int8Graph, h: str, shape3: str, mask: str, lw: dict, w: dict, p: s
     query = as3(g.bias(g.matmul(q, scale, lw["query"], f"{p}.query"), lw["query"], f"{p}.query"))
     key = as3(g.matmul(q, scale, lw["key"], f"{p}.key"))
     value = as3(g.matmul(q, scale, lw["value"], f"{p}.value"))
-    context = g.op("MultiHeadAttention", query, key, value, "", mask, num_heads=HEADS, domain=MS)
+    # no key padding mask: onnxruntime runs its flash attention kernel only without one
+    context = g.op("MultiHeadAttention", query, key, value, num_heads=HEADS, domain=MS)
     flat = g.op("Reshape", context, g.const(f"{p}.flat", np.array([-1, HIDDEN], np.int64)))
     q, scale = g.quantize_rows(flat)
     out = g.bias(g.matmul(q, scale, lw["output"], f"{p}.output"), lw["output"], f"{p}.output")
@@ -228,22 +240,20 @@ def _layer(g: Int8Graph, h: str, shape3: str, mask: str, lw: dict, w: dict, p: s
 
 def build_int8_graph(w: dict[str, np.ndarray], version: int, maxima: dict[str, np.ndarray],
                      unsigned: bool = False, layers: int = LAYERS):
-    """The onnx.ModelProto of the int8 model, same inputs and output as the fp32 one.
+    """The onnx.ModelProto of the int8 model: input ``input_ids`` [B, S], each row one whole
+    text (no padding, no mask), output ``sentence_embedding`` as the fp32 one's.
 
     ``maxima``: the smoothed inputs' calibration maxima (twin.calibration_maxima);
     ``unsigned``: weights stored as uint8 (unsigned_weights()); ``layers`` below 6 only to
     hold a part of the model to its twin (tests/test_int8.py)."""
-    from onnx import TensorProto
-
     g = Int8Graph(unsigned)
-    mask_f, _ = mask_inputs(g)
-    mask = g.op("Cast", "attention_mask", to=TensorProto.INT32)  # MultiHeadAttention's key padding mask
     h3 = embeddings(g, w)  # [B, S, 384]
     shape3 = g.op("Shape", h3)
     h = g.op("Reshape", h3, g.const("flat", np.array([-1, HIDDEN], np.int64)))
     g.set_rows(h)
     for i in range(layers):
         p = f"encoder.layer.{i}"
-        h = _layer(g, h, shape3, mask, layer_weights(w, p, maxima), w, p)
-    pooled = pool(g, g.op("Reshape", h, shape3), mask_f)
-    return model_proto(g, pooled, "all-MiniLM-L6-v2 int8, per-token scales", version, DOMAINS)
+        h = _layer(g, h, shape3, layer_weights(w, p, maxima), w, p)
+    pooled = mean_pool(g, g.op("Reshape", h, shape3))
+    return model_proto(g, pooled, "all-MiniLM-L6-v2 int8, per-token scales", version, DOMAINS,
+                       masked=False)

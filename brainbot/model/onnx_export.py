@@ -3,17 +3,18 @@ and cached.
 
 The graphs are written node by node: fp32 in ``model/graph.py`` (it matches
 sentence-transformers), int8 in ``model/int8_graph.py`` (per-token activation scales: a
-text's vector is a function of that text alone, issue #33). Inputs ``input_ids`` and
-``attention_mask`` (int64 [batch, seq], seq <= 512); output ``sentence_embedding``
-(float32 [batch, 384]).
+text's vector is a function of that text alone, issue #33). fp32's inputs are
+``input_ids`` and ``attention_mask`` (int64 [batch, seq], seq <= 512); int8's only
+``input_ids``, one whole text a row (``run_texts`` feeds either); output
+``sentence_embedding`` (float32 [batch, 384]).
 
 Exports are cached in ``$BRAINBOT_CACHE_DIR`` (else ``$XDG_CACHE_HOME/brainbot``, else
 ``~/.cache/brainbot``), keyed by the weights' sha256, the precision and its
 ``EXPORT_VERSIONS`` entry. A new export is checked before it is cached: fixed texts are
 run through onnxruntime and compared with a numpy forward pass of the same weights
 (``model/twin.py``) and, for fp32, with values stored from sentence-transformers; int8 is
-also run text by text, in another order and on one and two threads, and must give the
-same bytes each way. A cached file is checked against the sha256 recorded beside it, and
+also run in another order and on one and two threads, and must give the same bytes
+each way. A cached file is checked against the sha256 recorded beside it, and
 rebuilt when they differ.
 
 This module does not tokenize or batch (see ``model/embed.py``) and never touches the network.
@@ -45,8 +46,9 @@ from .graph import HEADS, HIDDEN, INTERMEDIATE, LAYERS, OPSET, build_graph
 PRECISIONS = ("fp32", "int8")
 # Bump a precision's entry when its graph changes: its old cache files are then ignored,
 # never reused, and the index fingerprint (`embedder`) changes with it. int8 2: per-token
-# activation scales (1 was onnxruntime's dynamic quantization, one scale per batch).
-EXPORT_VERSIONS = {"fp32": 1, "int8": 2}
+# activation scales (1 was onnxruntime's dynamic quantization, one scale per batch); 3: one
+# unpadded text a run, no attention mask (flash attention; int8_graph.py).
+EXPORT_VERSIONS = {"fp32": 1, "int8": 3}
 # onnxruntime graph optimizers each precision's sessions run without.
 DISABLED_OPTIMIZERS = {"fp32": (), "int8": ("SkipLayerNormFusion",)}
 
@@ -258,7 +260,16 @@ def run_session(path: Path, ids: np.ndarray, mask: np.ndarray, threads: int | No
 
 
 def _run(session, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    return session.run(["sentence_embedding"], {"input_ids": ids, "attention_mask": mask})[0]
+    return run_texts(session, ids, mask)
+
+
+def run_texts(session, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """A padded batch's vectors [B, 384]: one run where the graph takes the mask (fp32),
+    else each text alone at its own length (int8 has no mask: int8_graph.py)."""
+    if any(i.name == "attention_mask" for i in session.get_inputs()):
+        return session.run(["sentence_embedding"], {"input_ids": ids, "attention_mask": mask})[0]
+    return np.concatenate([session.run(["sentence_embedding"], {"input_ids": row[None, : int(n)]})[0]
+                           for row, n in zip(ids, mask.sum(1))])
 
 
 Runner = Callable[..., np.ndarray]  # (path, ids, mask, threads=None) -> [B, 384]
@@ -282,8 +293,8 @@ def verify(path: Path, precision: str, weights: dict | None = None, runner: Runn
 
     Checks: shape, finite, unit norm, agreement with ``numpy_forward`` (fp32: max abs
     difference; int8: minimum cosine) and, for fp32, the stored sentence-transformers
-    values of "hello world"; for int8 also the same bytes for each text alone, in reverse
-    order and on one and two threads (``_int8_problems``). Returns the measured figures.
+    values of "hello world"; for int8 also the same bytes in reverse order and on one and
+    two threads (``_int8_problems``). Returns the measured figures.
     """
     weights = load_weights() if weights is None else weights
     runner = runner or _session_runner(precision)
@@ -321,22 +332,13 @@ def verify(path: Path, precision: str, weights: dict | None = None, runner: Runn
 
 def _int8_problems(path: Path, runner: Runner, ids: np.ndarray, mask: np.ndarray,
                    got: np.ndarray, report: dict) -> list[str]:
-    """Whether the int8 vectors are independent of the batch: each text beside the filler
-    row alone (at the batch's width, as the Embedder pads a text to its length bucket
-    whatever its neighbours), the batch reversed, one thread and two."""
-    def alone(i: int) -> np.ndarray:
-        pair_ids, pair_mask = np.zeros((2, ids.shape[1]), np.int64), np.zeros((2, ids.shape[1]), np.int64)
-        pair_ids[0], pair_mask[0] = ids[i], mask[i]
-        pair_ids[1, :2], pair_mask[1, :2] = FILLER_IDS, 1
-        return runner(path, pair_ids, pair_mask)[:1]
-
+    """Whether the int8 vectors are independent of how the texts are run: in reverse
+    order, on one thread and on two (each text runs alone: ``run_texts``)."""
     def reversed_batch() -> np.ndarray:
         return runner(path, ids[::-1].copy(), mask[::-1].copy())[::-1]
 
-    runs: dict[str, tuple[Callable[[], np.ndarray], slice]] = {
-        f"text {i} alone": (partial(alone, i), slice(i, i + 1)) for i in range(len(ids))}
-    runs["the batch reversed"] = (reversed_batch, slice(None))
-    runs |= {f"{n} thread(s)": (partial(runner, path, ids, mask, threads=n), slice(None)) for n in (1, 2)}
-    moved = [how for how, (run, rows) in runs.items() if not np.array_equal(run(), got[rows])]
+    runs: dict[str, Callable[[], np.ndarray]] = {"the batch reversed": reversed_batch}
+    runs |= {f"{n} thread(s)": partial(runner, path, ids, mask, threads=n) for n in (1, 2)}
+    moved = [how for how, run in runs.items() if not np.array_equal(run(), got)]
     report["batch_invariant"] = not moved
     return [f"vectors change with the batch ({', '.join(moved)})"] if moved else []

@@ -35,7 +35,14 @@ from pathlib import Path
 import numpy as np
 
 from .files import cache_dir, sha256_file, sha256_matches, weights_sha256
-from .onnx_export import DISABLED_OPTIMIZERS, EXPORT_VERSIONS, cache_name, check_batch, onnx_path
+from .onnx_export import (
+    DISABLED_OPTIMIZERS,
+    EXPORT_VERSIONS,
+    cache_name,
+    check_batch,
+    onnx_path,
+)
+from .onnx_export import run_texts as _run
 
 # Bump when the way the optimized graph is made or checked changes.
 FORMAT = 2  # 2: prepacked weights saved too
@@ -232,6 +239,3 @@ def _check_inputs():
     width = int(mask[:2].sum(1).max())
     return [(ids, mask), (ids[:2, :width].copy(), mask[:2, :width].copy())]
 
-
-def _run(session, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    return session.run(["sentence_embedding"], {"input_ids": ids, "attention_mask": mask})[0]
