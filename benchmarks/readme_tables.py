@@ -17,6 +17,8 @@ import re
 import sys
 from pathlib import Path
 
+from headline import cpu_name as _cpu
+
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 README = HERE.parent / "README.md"
@@ -196,6 +198,13 @@ def embed_section() -> str:
             row("brainbot Embedder fp32", "embedder_fp32", "fp32"),
             row("brainbot Embedder int8 (per-token scales, #33)", "embedder_int8", "int8"),
             row("int8 before #33 (dynamic quantization)", "embedder_int8_dynamic", "int8_dynamic")]
+    if "embedder_fp32_alone" in cps:
+        rows.append(row("fp32 run as int8 runs: each text alone, 2 at once (not shipped)",
+                        "embedder_fp32_alone", "fp32")[:-1] + ["—"])  # its queries: fp32's
+    alone = (f" Against fp32 run as int8 runs (each text alone, two at once: the fastest fp32 "
+             f"found, {e['fp32_alone_speedup_vs_fp32']}× fp32 as shipped, not shipped because it "
+             f"would move fp32's vectors in the last bits): **{e['int8_speedup_vs_fp32_alone']}×**."
+             if "int8_speedup_vs_fp32_alone" in e else "")
     return "\n".join([
         "### Embedding throughput", f"`python benchmarks/bench_embed.py` — "
         f"{e['data']['chunks']} real chunks of ~200 words from the Rust book, batches of "
@@ -206,7 +215,7 @@ def embed_section() -> str:
         f"{e['settings']['rounds']} interleaved rounds. int8 / fp32: "
         f"**{e['int8_speedup_vs_fp32']}×** (median of the per-round ratios; per round "
         f"{', '.join(f'{x:.2f}' for x in e['int8_speedup_vs_fp32_per_round'])}; the int8 "
-        f"before #33: {e['int8_dynamic_speedup_vs_fp32']}×). Cosine to "
+        f"before #33: {e['int8_dynamic_speedup_vs_fp32']}×).{alone} Cosine to "
         "sentence-transformers' vectors (`../shared/reference`, one text at a time) and to "
         "fp32 on the chunks; \"alone = in a batch\": the same bytes for a chunk embedded "
         "alone and in a batch.", "",
@@ -230,8 +239,8 @@ def _race_part() -> list[str]:
             f"tried, the losers too; the script's docstring says what each is): {r['chunks']} "
             f"chunks, median of {r['rounds']} interleaved rounds, {_cpu(r)}, load average "
             f"{r['load_before']:.1f} before, {r['load_after']:.1f} after. × fp32 in wall time and in "
-            "CPU seconds of the process; \"same bytes\": alone, shuffled in batches of 5 and on "
-            "one thread as in the graph's own batches on two.", "",
+            "CPU seconds of the process; \"same bytes\": alone, shuffled (in batches of 5 where it "
+            "batches) and on one thread, as run its own way on two.", "",
             _table(["graph", "chunks/s", "× fp32", "× fp32 (CPU s)", "cosine to fp32 (min / mean)",
                     "same bytes"], rows)]
 
@@ -274,21 +283,6 @@ def _parallel_rows(sp: dict | None) -> list[str]:
 
 
 # AMD's family numbers: a VM may name its CPU only "AMD EPYC" (/proc/cpuinfo).
-ZEN = {23: "Zen 1/2", 25: "Zen 3/4", 26: "Zen 5"}
-
-
-def _cpu(m: dict) -> str:
-    """A result's CPU as the README names it: model name, family (Zen generation) and
-    whether it has VNNI, where the benchmark recorded them (bench_chunking.machine)."""
-    name, family, vnni = m.get("cpu", "unknown CPU"), m.get("cpu_family"), m.get("vnni")
-    if family is not None:
-        zen = ZEN.get(family) if name.startswith("AMD") else None
-        name += f" family {family}" + (f" ({zen})" if zen else "")
-    if vnni is not None:
-        name += ", AVX-512 VNNI" if vnni else ", no VNNI"
-    return name
-
-
 def _host(machine: dict) -> str:
     """The host a result file names, as the README says it."""
     cpu = _cpu(machine)

@@ -155,8 +155,11 @@ class Embedder:
         if workers == 1:
             out[order] = [one(i) for i in order]
             return out
-        with ThreadPoolExecutor(workers, initializer=_block_interrupts) as pool:
+        pool = ThreadPoolExecutor(workers, initializer=_block_interrupts)
+        try:
             out[order] = list(pool.map(one, order))
+        finally:  # on Ctrl-C or an error, the texts not yet started are dropped at once
+            pool.shutdown(wait=True, cancel_futures=True)
         return out
 
     def embed_query(self, text: str) -> np.ndarray:

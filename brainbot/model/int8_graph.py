@@ -38,8 +38,9 @@ MultiHeadAttention took its general path (a [B, S, S] mask, per-head GEMMs) and 
 a run; without one it takes its flash-attention kernel. The float steps between the
 products (GELU, quantize, LayerNorm) ran on one thread whatever the intra-op count, so
 two single-threaded runs side by side use both cores where one run on two threads left
-one idle; and no text is padded. Version 2 (padded batches of 4 under a mask) ran at
-1.7x fp32, this one at 2.4x (``benchmarks/bench_int8_race.py``).
+one idle; and no text is padded. In one race (``benchmarks/bench_int8_race.py``, x fp32
+in batches of 8): version 2 (padded batches of 4 under a mask) 1.66x, two such batches
+side by side 1.96x, one text at a time on two threads 1.56x, two texts at once 2.47x.
 
 What was raced and lost: ``benchmarks/bench_int8_race.py`` and its results JSON. Its numpy
 twin is ``model/twin.py``'s ``numpy_forward_int8``. This module builds the graph; it does

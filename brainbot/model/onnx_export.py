@@ -256,11 +256,7 @@ def open_checked(path: Path, threads: int | None = None, precision: str = "fp32"
 def run_session(path: Path, ids: np.ndarray, mask: np.ndarray, threads: int | None = None,
                 precision: str = "fp32") -> np.ndarray:
     """One batch through a fresh session over ``path``."""
-    return _run(open_checked(path, threads, precision), ids, mask)
-
-
-def _run(session, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    return run_texts(session, ids, mask)
+    return run_texts(open_checked(path, threads, precision), ids, mask)
 
 
 def run_texts(session, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -283,7 +279,7 @@ def _session_runner(precision: str) -> Runner:
     def run(path: Path, ids: np.ndarray, mask: np.ndarray, threads: int | None = None):
         if threads not in sessions:
             sessions[threads] = open_checked(path, threads, precision)
-        return _run(sessions[threads], ids, mask)
+        return run_texts(sessions[threads], ids, mask)
 
     return run
 

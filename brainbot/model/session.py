@@ -41,8 +41,8 @@ from .onnx_export import (
     cache_name,
     check_batch,
     onnx_path,
+    run_texts,
 )
-from .onnx_export import run_texts as _run
 
 # Bump when the way the optimized graph is made or checked changes.
 FORMAT = 2  # 2: prepacked weights saved too
@@ -224,7 +224,7 @@ def _save_and_check(source: Path, graph: Path, data: Path, threads: int, precisi
                                          disabled_optimizers=list(DISABLED_OPTIMIZERS[precision]))
         candidate = ort.InferenceSession(str(graph), session_options(threads, False),
                                          providers=providers)
-        same = all(np.array_equal(_run(reference, ids, mask), _run(candidate, ids, mask))
+        same = all(np.array_equal(run_texts(reference, ids, mask), run_texts(candidate, ids, mask))
                    for ids, mask in _check_inputs())
     except Exception as exc:  # onnxruntime's errors share no common base class
         return {"usable": False, "error": True, "reason": f"onnxruntime: {exc}"[:500]}
