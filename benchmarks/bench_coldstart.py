@@ -275,7 +275,7 @@ def session():
     o.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     return ort.InferenceSession(str(onnx_path("fp32")), o, providers=["CPUExecutionProvider"])
 sess = stage("session", session)
-e = embed.Embedder()
+e = embed.Embedder("fp32")  # the session above is fp32's
 e._tokenizer, e._session = tok, sess
 qvec = stage("first embedding", lambda: e.embed_query(query))
 stage("hybrid search", lambda: searcher.search(query, 10, mode="hybrid", qvec=qvec))

@@ -14,6 +14,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 PAGE = "docs/benchmarks.md"
 
 
+# AMD's family numbers: a VM may name its CPU only "AMD EPYC" (/proc/cpuinfo).
 ZEN = {23: "Zen 1/2", 25: "Zen 3/4", 26: "Zen 5"}
 
 

@@ -207,9 +207,7 @@ def embed_section() -> str:
              if "int8_speedup_vs_fp32_alone" in e else "")
     return "\n".join([
         "### Embedding throughput", f"`python benchmarks/bench_embed.py` — "
-        f"{e['data']['chunks']} real chunks of ~200 words from the Rust book, batches of "
-        f"{', '.join(f'{v} ({k})' for k, v in e['settings']['batch_size'].items())} (each "
-        f"embedder's own), {e['settings']['intra_op_threads']} threads, "
+        f"{e['data']['chunks']} real chunks of ~200 words from the Rust book, {_runs(e['settings'])}, "
         f"{_cpu(m)}, load average "
         f"{e['load_average']['before']} before, {e['load_average']['after']} after; median of "
         f"{e['settings']['rounds']} interleaved rounds. int8 / fp32: "
@@ -222,6 +220,16 @@ def embed_section() -> str:
         _table(["engine", "chunks/s", "× fp32", "min cosine vs reference",
                 "cosine to fp32 (min / mean)", "alone = in a batch", "query p50 ms"], rows),
         *_race_part()])
+
+
+def _runs(settings: dict) -> str:
+    """How each embedder ran: fp32's batches on the intra-op threads, int8 text by text."""
+    threads, sizes = settings["intra_op_threads"], settings["batch_size"]
+    parts = [f"{k} in batches of {v} on {threads} threads" for k, v in sizes.items()
+             if not (k == "int8" and v == 1)]
+    if sizes.get("int8") == 1:  # export version 3: each text alone, `threads` at once
+        parts.insert(1, f"int8 each text alone, {threads} at once on one thread each")
+    return ", ".join(parts)
 
 
 def _race_part() -> list[str]:
@@ -282,7 +290,6 @@ def _parallel_rows(sp: dict | None) -> list[str]:
             + (f" {sp['note']}" if sp.get("note") else "")]
 
 
-# AMD's family numbers: a VM may name its CPU only "AMD EPYC" (/proc/cpuinfo).
 def _host(machine: dict) -> str:
     """The host a result file names, as the README says it."""
     cpu = _cpu(machine)

@@ -144,12 +144,15 @@ def test_empty_input(embedder):
     assert embedder.texts_seen == before
 
 
-def test_counters_count_what_reached_the_model(cache):
-    e = Embedder("fp32", batch_size=2)
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_counters_count_what_reached_the_model(cache, precision):
+    e = Embedder(precision, batch_size=2)
     e.embed(["hello world", "a", "b c"])
     assert e.texts_seen == 3
     assert e.tokens_seen == 4 + 3 + 4  # [CLS] … [SEP] around each text
     assert e.texts_truncated == 0
+    e.embed(["word " * 300])
+    assert (e.texts_seen, e.tokens_seen, e.texts_truncated) == (4, 11 + 256, 1)
 
 
 def test_long_text_truncated_like_sentence_transformers(embedder):
@@ -280,7 +283,7 @@ def test_optimized_graph_is_made_checked_and_used(cache):
     assert Path(s._model_path).name == graph.name
     ids, mask = export.check_batch()
     plain = export.run_session(export.onnx_path("fp32"), ids, mask)
-    assert np.array_equal(session._run(s, ids, mask), plain)
+    assert np.array_equal(session.run_texts(s, ids, mask), plain)
 
 
 def test_optimized_graph_is_reused(cache, monkeypatch):
@@ -321,13 +324,13 @@ def test_damaged_optimized_graph_is_made_again(cache, tmp_path, monkeypatch):
 
 def test_graph_that_differs_is_refused_and_remembered(cache, tmp_path, monkeypatch):
     monkeypatch.setenv("BRAINBOT_CACHE_DIR", str(tmp_path))
-    real_run = session._run
+    real_run = session.run_texts
 
     def off_by_one_ulp(s, ids, mask):
         out = real_run(s, ids, mask)
         return np.nextafter(out, 2) if s._model_path.endswith(".opt.onnx") else out
 
-    monkeypatch.setattr(session, "_run", off_by_one_ulp)
+    monkeypatch.setattr(session, "run_texts", off_by_one_ulp)
     assert session.optimized_path("fp32", 2) is None
     graph, data, sidecar = _optimized_files(tmp_path)
     assert not graph.exists() and not data.exists()

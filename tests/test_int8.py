@@ -31,8 +31,8 @@ except ModelFilesError as exc:  # pragma: no cover - depends on the machine
     pytest.skip(f"model files unavailable: {exc}", allow_module_level=True)
 
 RUST_BOOK = DATA / "corpora" / "rust-book" / "src"
-# Texts of very different lengths: a short one beside long ones is padded far past its
-# own length in a batch of mixed lengths, and a long one is truncated at 256 wordpieces.
+# Texts of very different lengths (fp32 would pad a short one far past its own length in
+# a batch of mixed lengths), empty ones, and a long one truncated at 256 wordpieces.
 TEXTS = (["hello world", "a", "", "ünïcødé 漢字 😀 — naïve café", "x " * 400]
          + [f"Note {i}: " + "the quick brown fox jumps over the lazy dog " * (i % 9 + 1) for i in range(19)])
 
@@ -66,11 +66,11 @@ def test_a_texts_int8_vector_has_the_same_bytes_alone_in_any_batch_order_and_thr
     random.Random(7).shuffle(order)
     shuffled = np.empty_like(together)
     shuffled[order] = int8.embed([TEXTS[i] for i in order])
-    in_threes = Embedder("int8", batch_size=3)
-    in_threes._tokenizer, in_threes._session = int8._load()
+    three = Embedder("int8", threads=3)  # three runs at once over the shared session
+    three._tokenizer, three._session = int8._load()
     one_thread = Embedder("int8", threads=1).embed(TEXTS)
     two_threads = Embedder("int8", threads=2).embed(TEXTS[::-1])[::-1]
-    for how, other in (("alone", alone), ("shuffled", shuffled), ("in threes", in_threes.embed(TEXTS)),
+    for how, other in (("alone", alone), ("shuffled", shuffled), ("three at once", three.embed(TEXTS)),
                        ("one thread", one_thread), ("two threads, reversed", two_threads)):
         assert together.tobytes() == other.tobytes(), how
 

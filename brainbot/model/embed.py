@@ -80,7 +80,7 @@ class Embedder:
             raise InputError(f"batch_size must be a positive integer, not {batch_size!r}")
         self.precision = precision
         self.threads = threads
-        self.batch_size = batch_size
+        self.batch_size = 1 if precision == "int8" else batch_size  # int8: each text alone
         self.tokens_seen = 0  # wordpieces (special tokens included) sent to the model
         self.texts_seen = 0  # texts sent to the model
         self.texts_truncated = 0  # texts cut at MAX_TOKENS wordpieces

@@ -65,7 +65,7 @@ HELLO_WORLD_HEAD = (-0.034477, 0.031023, 0.006735, 0.026109,
                     -0.039362, -0.160302, 0.066924, -0.006441)
 # fp32 vs the numpy forward pass: measured max abs difference ~3e-7.
 FP32_ATOL = 1e-5
-# int8 on CHECK_TEXTS, as one batch, against the numpy fp32 forward pass: measured min
+# int8 on CHECK_TEXTS, each text alone, against the numpy fp32 forward pass: measured min
 # cosine 0.992 here ("hello world"; the target on real chunks is 0.99). The floor catches
 # a broken graph, not a merely imprecise one.
 INT8_MIN_COSINE = 0.98
