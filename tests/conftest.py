@@ -121,6 +121,16 @@ def searcher(examples_db, shared_embedder):
     s.close()
 
 
+@pytest.fixture(scope="module")
+def fake():
+    """A local server that speaks the Messages API (tests/fake_anthropic.py), one per test
+    module; a module that needs a fresh one per test defines its own ``fake``."""
+    from fake_anthropic import FakeAnthropic
+
+    with FakeAnthropic() as server:
+        yield server
+
+
 @pytest.fixture
 def vault(tmp_path):
     """A tiny writable vault of three notes."""

@@ -214,6 +214,16 @@ def connect(db: Path):
     return sqlean.connect(str(db), isolation_level=None)
 
 
+def meta_value(db: Path, key: str) -> str | None:
+    """One entry of an index's meta table (None when it has none)."""
+    conn = sqlean.connect(str(db))
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    finally:
+        conn.close()
+    return row and row[0]
+
+
 def snapshot(db_path: Path) -> dict:
     """Everything that defines an index's content, independent of row ids."""
     db = connect(db_path)

@@ -248,12 +248,6 @@ def twice(body):
 
 
 @pytest.fixture(scope="module")
-def fake():
-    with fa.FakeAnthropic() as f:
-        yield f
-
-
-@pytest.fixture(scope="module")
 def claude_site(tmp_path_factory, shared_embedder, fake):
     """The vault of ``site`` served by a daemon whose Claude is the fake Messages API."""
     vault = tmp_path_factory.mktemp("claude") / "Vault"

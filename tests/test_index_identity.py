@@ -10,6 +10,7 @@ import re
 
 import pytest
 import sqlean
+from reliability_kit import meta_value
 
 from brainbot.index.copying import copy_index
 from brainbot.index.indexer import Indexer
@@ -18,12 +19,7 @@ from brainbot.store.target import open_store
 
 
 def _index_id(db) -> str | None:
-    conn = sqlean.connect(str(db))
-    try:
-        row = conn.execute("SELECT value FROM meta WHERE key = 'index_id'").fetchone()
-    finally:
-        conn.close()
-    return row and row[0]
+    return meta_value(db, "index_id")
 
 
 def _vault(folder, notes: dict[str, str]):

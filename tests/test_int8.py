@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import sqlean
 from conftest import DATA, need_shared
+from reliability_kit import meta_value
 
 from brainbot.errors import ExportError, IdentityMismatchError, ModelFilesError
 from brainbot.index.indexer import Indexer
@@ -160,12 +161,8 @@ def test_the_int8_export_has_a_new_cache_name_and_fingerprint():
 # -- the precision of an index --------------------------------------------------------------
 
 
-def _embedder_meta(db: Path) -> str:
-    conn = sqlean.connect(str(db))
-    try:
-        return conn.execute("SELECT value FROM meta WHERE key = 'embedder'").fetchone()[0]
-    finally:
-        conn.close()
+def _embedder_meta(db: Path) -> str | None:
+    return meta_value(db, "embedder")
 
 
 def _set_embedder_meta(db: Path, value: str) -> None:

@@ -29,6 +29,7 @@ from reliability_kit import (
     cli_env,
     copy_db,
     db_files,
+    meta_value,
     one_line_error,
     run_cli,
     snapshot,
@@ -82,12 +83,8 @@ def documents(db: Path) -> list[tuple]:
     return sorted(check_consistent(db, complete=False))
 
 
-def index_id(db: Path) -> str:
-    conn = sqlean.connect(str(db))
-    try:
-        return conn.execute("SELECT value FROM meta WHERE key = 'index_id'").fetchone()[0]
-    finally:
-        conn.close()
+def index_id(db: Path) -> str | None:
+    return meta_value(db, "index_id")
 
 
 @pytest.fixture(scope="module")

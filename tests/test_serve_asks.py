@@ -16,7 +16,7 @@ from urllib.parse import quote
 import anyio
 import pytest
 from conftest import copy_tree
-from fake_anthropic import FakeAnthropic, cite_text, message, search_results, text
+from fake_anthropic import cite_text, message, search_results, text
 from test_mcp import server_env, session
 from test_serve import Daemon, cli
 from wait_kit import until, wait_until
@@ -30,12 +30,6 @@ def reply(body):
     """The model's answer: one sentence citing the sourdough result it was sent."""
     i = next(i for i, b in enumerate(search_results(body)) if "sourdough" in b["source"])
     return message(text("Twice a day.", [cite_text(body, i, "twice")]))
-
-
-@pytest.fixture(scope="module")
-def fake():
-    with FakeAnthropic() as f:
-        yield f
 
 
 @pytest.fixture(scope="module")

@@ -77,12 +77,6 @@ class Events:
 
 
 @pytest.fixture(scope="module")
-def fake():
-    with fa.FakeAnthropic() as f:
-        yield f
-
-
-@pytest.fixture(scope="module")
 def claude(examples_db, tmp_path_factory, fake):
     db = index_copy(examples_db, tmp_path_factory.mktemp("stream") / "n")
     d = Daemon(db, env={"ANTHROPIC_BASE_URL": fake.url, "ANTHROPIC_API_KEY": "test-key"})
