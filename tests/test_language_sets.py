@@ -11,7 +11,6 @@ import json
 import shutil
 
 import pytest
-
 from conftest import REPO
 
 LANGUAGES = REPO / "examples" / "languages"

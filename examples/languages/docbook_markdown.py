@@ -41,7 +41,7 @@ class Element:
     def classes(self) -> set[str]:
         return set(self.attrs.get("class", "").split())
 
-    def find_all(self, pred) -> list["Element"]:
+    def find_all(self, pred) -> list[Element]:
         out = []
         for c in self.children:
             if isinstance(c, Element):
