@@ -51,12 +51,16 @@ def _warn(text: str) -> None:
 def cmd_index(args) -> int:
     from brainbot.index.freshness import missing_root_line, missing_roots
     from brainbot.index.indexer import Indexer
+    from brainbot.index.model_choice import choose_model
 
     from .render import progress_printer
 
     if not args.paths and not args.prune:
         raise InputError("give the folders or files to index (or --prune alone)")
-    with Indexer(args.db, precision=args.precision, rebuild=args.rebuild,
+    choice = choose_model(args.db, args.paths, args.model)
+    if choice.line and not args.json:
+        _warn(choice.line)
+    with Indexer(args.db, precision=args.precision, rebuild=args.rebuild, model=choice.record,
                  progress=None if args.json else progress_printer(),
                  embed=not args.no_embed,
                  embed_progress=None if args.json else progress_printer(unit="chunk")) as ix:
@@ -65,7 +69,8 @@ def cmd_index(args) -> int:
         for root in missing if args.prune else ():
             stats = ix.forget_root(root)
     if args.json:
-        _emit_json({**stats.to_dict(), "missing_roots": {} if args.prune else missing,
+        _emit_json({**stats.to_dict(), "model": choice.record.name, "model_note": choice.line,
+                    "missing_roots": {} if args.prune else missing,
                     "pruned_roots": missing if args.prune else {}})
     else:
         db = None if args.db == _db_default() else args.db
@@ -506,17 +511,19 @@ def cmd_serve(args) -> int:
 
 def cmd_model(args) -> int:
     from brainbot.model import files as model
+    from brainbot.model.records import record
 
+    spec = record(args.model)
     if args.action == "pull":
-        folder = model.pull()
-        print(f"model files ok in {folder}")
+        folder = model.pull(model=spec)
+        print(f"{spec.name} files ok in {folder}")
     elif args.action == "export":
         from brainbot.model.onnx_export import onnx_path
 
-        print(onnx_path(args.precision))
+        print(onnx_path(args.precision, spec))
     else:
-        folder = model.verified_model_dir()
-        print(f"{model.MODEL_ID} · {folder} · sha256 {model.weights_sha256()[:12]}")
+        folder = model.verified_model_dir(spec)
+        print(f"{spec.model_id} · {folder} · sha256 {spec.weights_sha256[:12]}")
     return 0
 
 
