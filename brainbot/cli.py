@@ -50,8 +50,7 @@ def _warn(text: str) -> None:
 # -- commands -------------------------------------------------------------------------
 def cmd_index(args) -> int:
     from brainbot.index.freshness import missing_root_line, missing_roots
-    from brainbot.index.indexer import Indexer
-    from brainbot.index.model_choice import choose_model
+    from brainbot.index.indexer import Indexer, choose_model
 
     from .render import progress_printer
 
@@ -60,7 +59,7 @@ def cmd_index(args) -> int:
     choice = choose_model(args.db, args.paths, args.model)
     if choice.line and not args.json:
         _warn(choice.line)
-    with Indexer(args.db, precision=args.precision, rebuild=args.rebuild, model=choice.record,
+    with Indexer(args.db, precision=args.precision, rebuild=args.rebuild, model=choice,
                  progress=None if args.json else progress_printer(),
                  embed=not args.no_embed,
                  embed_progress=None if args.json else progress_printer(unit="chunk")) as ix:
@@ -69,8 +68,7 @@ def cmd_index(args) -> int:
         for root in missing if args.prune else ():
             stats = ix.forget_root(root)
     if args.json:
-        _emit_json({**stats.to_dict(), "model": choice.record.name, "model_note": choice.line,
-                    "missing_roots": {} if args.prune else missing,
+        _emit_json({**stats.to_dict(), "missing_roots": {} if args.prune else missing,
                     "pruned_roots": missing if args.prune else {}})
     else:
         db = None if args.db == _db_default() else args.db
@@ -511,19 +509,15 @@ def cmd_serve(args) -> int:
 
 def cmd_model(args) -> int:
     from brainbot.model import files as model
-    from brainbot.model.records import record
+    from brainbot.model.onnx_export import onnx_path
 
-    spec = record(args.model)
+    spec = model.record(args.model)
     if args.action == "pull":
-        folder = model.pull(model=spec)
-        print(f"{spec.name} files ok in {folder}")
+        print(f"{spec.name} files ok in {model.pull(model=spec)}")
     elif args.action == "export":
-        from brainbot.model.onnx_export import onnx_path
-
         print(onnx_path(args.precision, spec))
     else:
-        folder = model.verified_model_dir(spec)
-        print(f"{spec.model_id} · {folder} · sha256 {spec.weights_sha256[:12]}")
+        print(f"{spec.model_id} · {model.verified_model_dir(spec)} · sha256 {spec.weights_sha256[:12]}")
     return 0
 
 

@@ -55,7 +55,7 @@ from brainbot.text.documents import Chunked, Document
 
 from .freshness import stat_vouches
 from .lease import Lease
-from .model_choice import check_fits, choose_model
+from .model_choice import ModelChoice, check_fits, choose_model
 
 # Chunks per lexical write transaction: at least BATCH_CHUNKS, then committed once
 # BATCH_SECONDS have passed since the batch began, and never more than BATCH_MAX_CHUNKS.
@@ -116,6 +116,8 @@ class IndexStats:
     skipped: list[notes.Problem] = field(default_factory=list)
     warnings: list[notes.Problem] = field(default_factory=list)
     non_english: float = 0.0  # share of the index's chunks that do not read as English
+    model: str = ""  # the model the index embeds with (model/records.py)
+    model_note: str | None = None  # why, when it was chosen for the notes (model_choice)
     language_note: str | None = None  # said once, when that share is high
     # Seconds of the lexical phase by stage, in this process: discover, read, chunk (the
     # wait for the chunking workers, reading excluded), write, links.
@@ -143,6 +145,7 @@ class IndexStats:
                 "skipped": [{"path": p.path, "reason": p.reason} for p in self.skipped],
                 "warnings": [{"path": p.path, "reason": p.reason} for p in self.warnings],
                 "non_english": round(self.non_english, 4), "language_note": self.language_note,
+                "model": self.model, "model_note": self.model_note,
                 "stages_seconds": {k: round(v, 3) for k, v in self.stages.items()}}
 
 
@@ -181,6 +184,9 @@ class Indexer:
         # None: the given embedder's, else the one the index records, else the default
         # (resolved on __enter__, when the index is read)
         self.precision = precision or getattr(embedder, "precision", None)
+        self.stats = IndexStats()
+        if isinstance(model, ModelChoice):  # chosen for the notes: its line is the run's
+            model, self.stats.model_note = model.record, model.line
         model = model or getattr(embedder, "model", None)
         self.model = record(model) if model is not None else None
         self.identity = None
@@ -191,7 +197,6 @@ class Indexer:
         self.embed = embed  # False: stop after the lexical phase (--no-embed)
         self.workers = workers  # chunking processes; None: every usable core
         self.rebuild = rebuild
-        self.stats = IndexStats()
         self.store = None
         self.refreshing = False  # an index from before links and tags: fill them for all
         self.dirty = False  # something was written: links may point elsewhere now
@@ -209,6 +214,7 @@ class Indexer:
         if self.model is None:  # and its model
             self.model = choose_model(self.target, ()).record
         check_fits(self.params, self.model)
+        self.stats.model = self.model.name
         self.identity = current(self.precision, self.params, self.model)
         self.counter = TokenCounter(model=self.model)
         self.store = open_store(self.target, write=True, identity=self.identity,
