@@ -228,10 +228,12 @@ def load_tokenizer(max_length: int | None = None, truncate: bool = True,
     """
     spec = record(model)
     if spec.tokenizer == "unigram":
+        from .e5s1 import read
         from .unigram import build
 
-        f = _e5s1(str(weights_path(spec)))
+        f = read(weights_path(spec))
         tok = build(f.pieces, f.scores, f.special, f.normalization)
+        del f  # ~20 MB of Python strings: the tokenizer holds its own copy
     else:
         from tokenizers import Tokenizer
 
@@ -245,16 +247,16 @@ def load_tokenizer(max_length: int | None = None, truncate: bool = True,
 
 
 @lru_cache(maxsize=2)
-def _e5s1(path: str):
-    """An E5S1 file read once per process (its vocabulary is ~20 MB of Python strings)."""
+def _normalization(path: str) -> dict[int, str]:
     from .e5s1 import read
 
-    return read(path)
+    return read(path).normalization
 
 
 def normalization_table(model: ModelRecord | str | None = None) -> dict[int, str]:
-    """The code point -> replacement table of a model whose tokenizer is built here."""
-    return _e5s1(str(weights_path(model))).normalization
+    """The code point -> replacement table of a model whose tokenizer is built here (kept:
+    its 4,837 entries; the 250k pieces are let go once the tokenizer is built)."""
+    return _normalization(str(weights_path(model)))
 
 
 def pull(quiet: bool = False, model: ModelRecord | str | None = None) -> Path:
