@@ -93,14 +93,17 @@ def throughput(texts: list[str], rounds: int, min_idle: float) -> dict:
 
 
 def _process(argv: list[str]) -> tuple[float, int]:
-    """(wall seconds, peak RSS in MB) of one process, from its own rusage."""
+    """(wall seconds, peak RSS in MB) of one process, by GNU time (%M): a child forked from
+    this big process would report this one's RSS as its own peak (Linux keeps the high-water
+    mark across fork and exec)."""
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
-    _, status, usage = os.wait4(proc.pid, 0)
+    done = subprocess.run(["/usr/bin/time", "-f", "peak-rss-kb %M", *argv], capture_output=True,
+                          text=True, cwd=ROOT)
     seconds = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{' '.join(argv)} failed: {proc.stderr.read().decode()}")
-    return seconds, usage.ru_maxrss // 1024
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed: {done.stderr}")
+    peak = next(line for line in done.stderr.splitlines() if line.startswith("peak-rss-kb"))
+    return seconds, int(peak.split()[1]) // 1024
 
 
 def query_processes(count: int, min_idle: float) -> dict:
@@ -153,11 +156,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--texts", type=int, default=160)
     parser.add_argument("--queries", type=int, default=7)
     parser.add_argument("--min-idle", type=float, default=0.0)
+    parser.add_argument("--keep-throughput", action="store_true",
+                        help="keep the throughput part of the last results file")
     args = parser.parse_args(argv)
-    texts = load_chunks(args.texts)
     result = {"machine": machine(), "min_idle": args.min_idle,
               "load_before": [round(x, 2) for x in os.getloadavg()]}
-    result["throughput"] = throughput(texts, args.rounds, args.min_idle)
+    if args.keep_throughput:
+        result["throughput"] = json.loads(RESULTS.read_text())["throughput"]
+    else:
+        result["throughput"] = throughput(load_chunks(args.texts), args.rounds, args.min_idle)
     result["query_process"] = query_processes(args.queries, args.min_idle)
     result["size"] = sizes()
     result["load_after"] = [round(x, 2) for x in os.getloadavg()]
