@@ -53,13 +53,16 @@ def _warn(text: str | None) -> None:
 # -- commands -------------------------------------------------------------------------
 def cmd_index(args) -> int:
     from brainbot.index.freshness import missing_root_line, missing_roots
-    from brainbot.index.indexer import Indexer
+    from brainbot.index.indexer import Indexer, choose_model
 
     from .render import progress_printer
 
     if not args.paths and not args.prune:
         raise InputError("give the folders or files to index (or --prune alone)")
-    with Indexer(args.db, precision=args.precision, rebuild=args.rebuild,
+    choice = choose_model(args.db, args.paths, args.model)
+    if choice.line and not args.json:
+        _warn(choice.line)
+    with Indexer(args.db, precision=args.precision, rebuild=args.rebuild, model=choice,
                  progress=None if args.json else progress_printer(),
                  embed=not args.no_embed,
                  embed_progress=None if args.json else progress_printer(unit="chunk")) as ix:
@@ -504,17 +507,15 @@ def cmd_serve(args) -> int:
 
 def cmd_model(args) -> int:
     from brainbot.model import files as model
+    from brainbot.model.onnx_export import onnx_path
 
+    spec = model.record(args.model)
     if args.action == "pull":
-        folder = model.pull()
-        print(f"model files ok in {folder}")
+        print(f"{spec.name} files ok in {model.pull(model=spec)}")
     elif args.action == "export":
-        from brainbot.model.onnx_export import onnx_path
-
-        print(onnx_path(args.precision))
+        print(onnx_path(args.precision, spec))
     else:
-        folder = model.verified_model_dir()
-        print(f"{model.MODEL_ID} · {folder} · sha256 {model.weights_sha256()[:12]}")
+        print(f"{spec.model_id} · {model.verified_model_dir(spec)} · sha256 {spec.weights_sha256[:12]}")
     return 0
 
 
