@@ -43,6 +43,7 @@ class Reply:
     headers: dict = field(default_factory=dict)
     content_type: str = "application/json"
     stream_error: dict | None = None  # an SSE "error" event sent after message_start
+    error_after_text: bool = False  # the error event comes after the first text delta
     pieces: int = 2  # text deltas a streamed text block is cut into
 
 
@@ -305,7 +306,8 @@ def _handler(fake: FakeAnthropic):
             self.send_header("cache-control", "no-cache")
             self.send_header("connection", "close")
             self.end_headers()
-            for event in sse_events(reply.body, reply.stream_error, reply.pieces):
+            for event in sse_events(reply.body, reply.stream_error, reply.pieces,
+                                    reply.error_after_text):
                 with fake._paced(event):
                     self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"
                                      .encode())
@@ -314,14 +316,31 @@ def _handler(fake: FakeAnthropic):
     return Handler
 
 
-def sse_events(msg: dict, stream_error: dict | None = None, pieces: int = 2) -> list[dict]:
-    """A message as the API streams it, each text block in ``pieces`` deltas."""
+def sse_events(msg: dict, stream_error: dict | None = None, pieces: int = 2,
+               error_after_text: bool = False) -> list[dict]:
+    """A message as the API streams it, each text block in ``pieces`` deltas; with
+    ``stream_error``, an error event after message_start (or ``error_after_text``: after
+    the first text delta) ends it."""
     start = {k: v for k, v in msg.items() if k not in ("content", "stop_reason")}
     start.update(content=[], stop_reason=None,
                  usage={"input_tokens": msg["usage"]["input_tokens"], "output_tokens": 1})
     events = [{"type": "message_start", "message": start}, {"type": "ping"}]
     if stream_error is not None:
+        if error_after_text:
+            first = next(i for i, e in enumerate(_content_events(msg, pieces))
+                         if e.get("delta", {}).get("type") == "text_delta")
+            events += _content_events(msg, pieces)[:first + 1]
         return events + [{"type": "error", "error": stream_error}]
+    events += _content_events(msg, pieces)
+    events.append({"type": "message_delta",
+                   "delta": {"stop_reason": msg["stop_reason"], "stop_sequence": None},
+                   "usage": {"output_tokens": msg["usage"]["output_tokens"]}})
+    events.append({"type": "message_stop"})
+    return events
+
+
+def _content_events(msg: dict, pieces: int) -> list[dict]:
+    events = []
     for i, block in enumerate(msg["content"]):
         if block["type"] == "text":
             events.append({"type": "content_block_start", "index": i,
@@ -343,10 +362,6 @@ def sse_events(msg: dict, stream_error: dict | None = None, pieces: int = 2) -> 
                 events.append({"type": "content_block_delta", "index": i,
                                "delta": {"type": "input_json_delta", "partial_json": piece}})
         events.append({"type": "content_block_stop", "index": i})
-    events.append({"type": "message_delta",
-                   "delta": {"stop_reason": msg["stop_reason"], "stop_sequence": None},
-                   "usage": {"output_tokens": msg["usage"]["output_tokens"]}})
-    events.append({"type": "message_stop"})
     return events
 
 
