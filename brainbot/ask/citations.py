@@ -91,49 +91,48 @@ def ground_marks(text: str, passage_at) -> tuple[str, list[Citation], list[dict]
     """The answer text with each verified mark numbered as brainbot numbers citations (by
     the cited lines, in order of first mark), its Citations, and the marks dropped, with
     why. ``passage_at(i)``: the i-th passage sent (0-based), or None."""
-    marked, spans, dropped = _marks(text, passage_at)
     numbers: dict = {}
-    cites, labels, cache = [], [], Freshness()
-    for span, quote in spans:
+    cites: list[Citation] = []
+    dropped: list[dict] = []
+    cache = Freshness()
+
+    def label(span: Passage, quote: str) -> str:
         reason = check_fresh(span, cache)
         if reason:
             dropped.append(dropped_entry(span, quote, reason))
-            labels.append("")
-            continue
+            return ""
         if span.key not in numbers:
             numbers[span.key] = len(numbers) + 1
             cites.append(Citation.of(numbers[span.key], span, stale=is_stale(span, cache)))
-        labels.append(f"[{numbers[span.key]}]")
-    for i, label in enumerate(labels):
-        marked = marked.replace(f"\x00{i}\x00", label)
-    return re.sub(r"(\[\d+\])(?:\1)+", r"\1", marked), cites, dropped
+        return f"[{numbers[span.key]}]"
+
+    marked = _marks(text, passage_at, label, dropped)
+    return marked, cites, dropped
 
 
-def _marks(text: str, passage_at) -> tuple[str, list[tuple[Passage, str]], list[dict]]:
-    """The text with a placeholder (NUL i NUL) for each verified span, the spans with their
-    quotes, and the marks dropped. A dropped mark leaves the quoted words, without a mark."""
-    out, spans, dropped, last = [], [], [], 0
+def _marks(text: str, passage_at, label, dropped: list[dict]) -> str:
+    """The text with each mark replaced by ``label(span, quote)`` of the spans its quote
+    verified in (none: the quoted words stay, without a mark); what does not verify goes
+    to ``dropped``."""
+    out, last = [], 0
     for m in MARKS.finditer(text):
         out.append(text[last:m.start()])
         last = m.end()
-        quote, kept = m.group("quote"), []
+        quote, spans = m.group("quote"), []
         for number in (int(n) for n in NUMBER.findall(m.group("marks"))):
             src = passage_at(number - 1) if number >= 1 else None
             span, reason = locate(src, quote)
             if reason:
                 dropped.append(dropped_entry(src, quote or "", reason, f"[{number}]"))
-            elif all(span.key != s.key for s in kept):
-                kept.append(span)
+            elif all(span.key != s.key for s in spans):
+                spans.append(span)
+        labels = "".join(dict.fromkeys(x for x in (label(s, quote) for s in spans) if x))
         head = f"{m.group('open')}{quote}{_closing(m.group('open'))}" if quote is not None else ""
-        if kept:
-            out.append(head + " " + "".join(f"\x00{len(spans) + i}\x00" for i in range(len(kept))))
-            spans.extend((s, quote) for s in kept)
-        elif head:
-            out.append(head)
-        else:
-            out[-1] = out[-1].rstrip(" \t")
+        if not head:
+            out[-1] = out[-1].rstrip(" \t") + (" " if labels else "")
+        out.append(head + (" " if head and labels else "") + labels)
     out.append(text[last:])
-    return "".join(out), spans, dropped
+    return "".join(out)
 
 
 def _closing(opening: str) -> str:

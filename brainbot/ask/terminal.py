@@ -11,6 +11,7 @@ answer is printed whole below. Nothing unverified is left looking like an answer
 
 from __future__ import annotations
 
+import os
 import shutil
 import unicodedata
 
@@ -87,7 +88,9 @@ class Draft:
         from brainbot.render import use_colour
 
         self.out, self.shown, self.started = out, "", False
-        self.styled = use_colour(out)  # a terminal that takes escape sequences
+        self.styled = use_colour(out)  # dim, unless NO_COLOR
+        # a terminal that moves its cursor (NO_COLOR is about colour, not this)
+        self.movable = _isatty(out) and os.environ.get("TERM", "") not in ("", "dumb")
 
     def write(self, piece: str) -> None:
         from brainbot.render import printable
@@ -108,7 +111,7 @@ class Draft:
         self.started = False
         size = shutil.get_terminal_size(fallback=(0, 0))
         rows = screen_rows(self.shown, size.columns) if size.columns else 0
-        if finished and self.styled and 0 < rows < size.lines:
+        if finished and self.movable and 0 < rows < size.lines:
             up = f"\x1b[{rows - 1}A" if rows > 1 else ""
             self.out.write(f"\r{up}\x1b[J")  # to the label's row, then clear below
         else:
@@ -117,6 +120,13 @@ class Draft:
 
     def _dim(self, text: str) -> str:
         return f"\x1b[2m{text}\x1b[0m" if self.styled else text
+
+
+def _isatty(out) -> bool:
+    try:
+        return bool(out.isatty())
+    except (AttributeError, ValueError):  # not a file, or a closed one
+        return False
 
 
 def screen_rows(text: str, columns: int) -> int:

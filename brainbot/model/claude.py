@@ -247,7 +247,7 @@ def interrupted(exc, client) -> AnswerError:
 
     spec = server(client)
     if isinstance(exc, anthropic.APITimeoutError):
-        why = (f"{spec.name} sent nothing for {_read_timeout(client):.0f} s "
+        why = (f"{spec.name} sent nothing for {_read_timeout(client):g} s "
                f"({READ_TIMEOUT_ENV} sets how long to wait)")
     else:
         why = f"{spec.name} stopped mid-answer ({_detail(exc)})"
@@ -281,7 +281,7 @@ def api_error(exc, client=None) -> AnswerError:
     elif status == 529:
         msg = f"{where} is overloaded (529) after {retries} retries; try again later"
     elif isinstance(exc, anthropic.APITimeoutError):
-        msg = (f"{where} sent nothing for {_read_timeout(client):.0f} s ({retries} retries; "
+        msg = (f"{where} sent nothing for {_read_timeout(client):g} s ({retries} retries; "
                f"{READ_TIMEOUT_ENV} sets how long to wait)")
     elif isinstance(exc, anthropic.APIConnectionError):
         msg = f"cannot reach {where} after {retries} retries: {detail}"
