@@ -93,7 +93,7 @@ def fit(earlier: list[Turn], store, budget: int,
     kept: list[tuple[Turn, list[tuple[int, Passage]]]] = []
     left = budget
     for turn in reversed(earlier):
-        bare = tokens(turn.question) + tokens(turn.answer)
+        bare = tokens(f"Question: {turn.question}") + tokens(turn.answer)  # as sent
         passages = cited_passages(turn, store)
         whole = bare + sum(cost(p, text_mode) for _, p in passages)
         if whole <= left:
