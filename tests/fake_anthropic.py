@@ -260,7 +260,8 @@ class FakeAnthropic:
 
     @property
     def bodies(self) -> list[dict]:
-        return [r.body for r in self.requests if r.path.startswith("/v1/messages")]
+        return [r.body for r in self.requests if r.path.startswith("/v1/messages")
+                and not r.path.startswith("/v1/messages/count_tokens")]
 
     def _next(self, body: dict | None) -> Reply:
         with self.lock:
