@@ -61,7 +61,7 @@ MAX_STEPS = 6
 # ~300-token chunks a search make step n cost about n * 3k tokens, so six searching steps
 # come to ~60k. 40k lets four or five steps through and stops a runaway loop.
 TOKEN_BUDGET = 40_000
-MAX_TOKENS = 1024  # per response: answers are a few cited sentences
+MAX_TOKENS = claude.MAX_TOKENS  # per response (BRAINBOT_MAX_TOKENS sets another)
 LEAK_WORDS = 8  # an answer repeating this many consecutive system-prompt words leaks it
 RERANK = False  # re-ranking the first search of an ask: measured, it did not help (README)
 
@@ -143,7 +143,7 @@ def ask(text: str, *, db, k: int = 8, model: str | None = None, show_context: bo
                       show_context=show_context, stream=stream, client=client,
                       max_steps=max_steps, token_budget=token_budget, out=out,
                       history=list(history), method=method or followup.DEFAULT,
-                      on_text=on_text, tools=spec.tools)
+                      on_text=on_text, tools=spec.tools, max_tokens=spec.max_tokens)
         if isinstance(answer, Answer) and answer.refused:
             with lock:
                 answer.index_note = out_of_date_note(searcher.store)
@@ -154,7 +154,8 @@ def ask(text: str, *, db, k: int = 8, model: str | None = None, show_context: bo
 
 
 def _ask(text: str, conversation: Conversation, *, model, show_context, stream, client,
-         max_steps, token_budget, out, history, method, on_text, tools):
+         max_steps, token_budget, out, history, method, on_text, tools,
+         max_tokens=MAX_TOKENS):
     searcher, lock = conversation.searcher, conversation.lock
     with lock:  # the first search: the only index work before the model is called
         searched = followup.plan(text, history, searcher, method)
@@ -162,7 +163,8 @@ def _ask(text: str, conversation: Conversation, *, model, show_context, stream, 
         first = conversation.passages_for(hits)
         model = claude.model_name(model)
         if show_context:
-            return _first_request(text, model, conversation, first, history, tools)
+            return _first_request(text, model, conversation, first, history, tools,
+                                  max_tokens)
         score = searcher.best_cosine(searched.qvec)
         near = nearest(first, hits, text)
     if client is None and claude.may_have_credentials():
@@ -178,7 +180,8 @@ def _ask(text: str, conversation: Conversation, *, model, show_context, stream, 
                         stop_reason="weak_evidence", evidence=score)
     else:
         with lock:  # the earlier turns' passages are read from the index
-            params = _first_request(text, model, conversation, first, history, tools)
+            params = _first_request(text, model, conversation, first, history, tools,
+                                    max_tokens)
         loop = _Loop(conversation, client, params, stream=stream, out=out or sys.stdout,
                      max_steps=max_steps if tools else 1, token_budget=token_budget,
                      on_text=on_text)
@@ -189,12 +192,14 @@ def _ask(text: str, conversation: Conversation, *, model, show_context, stream, 
 
 
 def _first_request(text: str, model: str, conversation: Conversation, first: list,
-                   history: list, tools: bool = True) -> dict:
+                   history: list, tools: bool = True, max_tokens: int = MAX_TOKENS) -> dict:
     """The first request; the earlier turns' passages are registered before this search's,
     in the order the API counts them."""
     earlier = past.messages(history, conversation)
-    return request(text, model, conversation.send(first), earlier,
-                   text_mode=conversation.citations == "text", tools=tools)
+    params = request(text, model, conversation.send(first), earlier,
+                     text_mode=conversation.citations == "text", tools=tools)
+    params["max_tokens"] = max_tokens
+    return params
 
 
 def request(question: str, model: str, blocks: list[dict], earlier: list[dict] = (), *,

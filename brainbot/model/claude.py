@@ -11,7 +11,8 @@ numbered text and is asked to quote them (``ask/citations.py`` checks the quotes
 answers in one step without tools. Each choice has a setting that overrides it:
 BRAINBOT_CITATIONS (search_results | text), BRAINBOT_TOOLS (on | off),
 BRAINBOT_READ_TIMEOUT (seconds with no event from the server before it counts as gone),
-BRAINBOT_RETRIES (attempts after the first, for failures before any text came).
+BRAINBOT_RETRIES (attempts after the first, for failures before any text came),
+BRAINBOT_MAX_TOKENS (the cap of one reply: a model that never stops is cut there).
 
 Every call streams, so a slow local model that is still writing never times out: the
 read timeout is between two events, not for the whole answer. A failure after text came
@@ -41,6 +42,8 @@ CITATIONS_ENV = "BRAINBOT_CITATIONS"
 TOOLS_ENV = "BRAINBOT_TOOLS"
 READ_TIMEOUT_ENV = "BRAINBOT_READ_TIMEOUT"
 RETRIES_ENV = "BRAINBOT_RETRIES"
+MAX_TOKENS_ENV = "BRAINBOT_MAX_TOKENS"
+MAX_TOKENS = 1024  # per reply: answers are a few cited sentences
 ANTHROPIC_HOST = "api.anthropic.com"  # the SDK's default base URL
 CITATION_MODES = ("search_results", "text")
 # Anthropic's API: the SDK retries 408/409/429/5xx/529 and connection errors itself (its
@@ -72,6 +75,7 @@ class Server:
     read_timeout: float
     retries: int
     why: str  # how the citation mode was chosen, in words
+    max_tokens: int = MAX_TOKENS  # the cap of one reply
 
     @property
     def name(self) -> str:
@@ -99,9 +103,12 @@ def server(client=None) -> Server:
     read_timeout = _number(READ_TIMEOUT_ENV, float, READ_TIMEOUT_S if anthropic
                            else LOCAL_READ_TIMEOUT_S)
     retries = _number(RETRIES_ENV, int, MAX_RETRIES if anthropic else LOCAL_RETRIES)
+    max_tokens = _number(MAX_TOKENS_ENV, int, MAX_TOKENS)
+    if max_tokens < 1:
+        raise InputError(f"{MAX_TOKENS_ENV}={max_tokens} is not a count of tokens")
     return Server(url, anthropic, citations,
                   tools == "on" if tools else citations == "search_results",
-                  read_timeout, retries, why)
+                  read_timeout, retries, why, max_tokens)
 
 
 def _choice(name: str, allowed: tuple[str, ...]) -> str | None:
