@@ -179,7 +179,7 @@ def test_a_client_gone_mid_answer_leaves_the_server_answering(claude, fake):
     fake.pace()
     try:
         events = Events(claude, {"question": QUESTION})
-        assert events.next()[0] == "text"
+        assert events.next()[0] == "draft"
         events.close()
         status, found = claude.json("POST", "/api/search", {"query": "sourdough", "k": 2})
         assert status == 200 and found["hits"] and fake.held == 1

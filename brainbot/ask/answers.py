@@ -134,7 +134,7 @@ class Answer:
     stop_reason: str = "end_turn"
     evidence: float | None = None  # best question-chunk cosine (passages.REFUSE_BELOW)
     support: float | None = None  # extractive: best quotable unit's score (SUPPORT_MIN)
-    streamed: bool = False  # the model's text already went to the terminal
+    streamed: bool = False  # the model's draft was shown as it streamed (terminal, draft events)
     index_note: str | None = None  # on a refusal: how far the index is behind the notes
     searched: str = ""  # what retrieval searched: the question, or with its conversation's
     conversation: str | None = None  # the conversation it is a turn of (ask/conversation.py)
