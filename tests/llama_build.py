@@ -140,7 +140,7 @@ def build(out: Path, jobs: int) -> dict:
     """Unpack, configure and build llama-server; its binary copied to `out`."""
     out.parent.mkdir(parents=True, exist_ok=True)
     sdist = download(out.parent)
-    started = time.monotonic()
+    started, load = time.monotonic(), os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="llama-build-", dir=out.parent) as tmp:
         with tarfile.open(sdist) as tar:
             tar.extractall(tmp, filter="data")
@@ -157,7 +157,8 @@ def build(out: Path, jobs: int) -> dict:
         out.with_suffix(".part").replace(out)
     record = {"version": VERSION, "cpu_level": level, "jobs": jobs,
               "configure_s": round(configured - started, 1), "build_s": round(done - configured, 1),
-              "load_before": os.getloadavg()[0], "cpus": os.cpu_count()}
+              "load_at_start": round(load, 2), "load_at_end": round(os.getloadavg()[0], 2),
+              "cpus": os.cpu_count()}
     (out.parent / "build.json").write_text(json.dumps(record, indent=1) + "\n")
     return record
 

@@ -98,10 +98,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# One thread: on this 2-core machine shared with other work (load 15-21), two threads ran
+# Gemma 3 270M at 0.35 tokens/s and one at 5.8-7.6 (llama-server's own timings): each
+# step of two threads waits at a barrier for the one the kernel has descheduled.
+THREADS = 1
+
+
 class LlamaServer:
     """llama-server on 127.0.0.1: ``url``, its log, ``stop()``."""
 
-    def __init__(self, threads: int = 2) -> None:
+    def __init__(self, threads: int = THREADS) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = tempfile.NamedTemporaryFile(prefix="llama-server-", suffix=".log",

@@ -34,8 +34,9 @@ REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples" / "notes"
 QUESTION = "How often do I feed the sourdough starter on the counter?"
 # A reply's cap here: enough for a few quoted sentences, and a base model that never
-# stops costs 256 tokens a call instead of 1024.
-MAX_TOKENS = "256"
+# stops (this one: no chat template of its own) costs 160 tokens a call instead of 1024:
+# ~30 s at the 5-8 tokens/s it made here under load, instead of ~3 min.
+MAX_TOKENS = "160"
 
 pytestmark = pytest.mark.slow
 
