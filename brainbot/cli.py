@@ -336,7 +336,7 @@ def cmd_doctor(args) -> int:
     from .doctor import run_checks
     from .render import printable
 
-    checks = run_checks(args.db)
+    checks = run_checks(args.db, server=not args.no_server)
     bad = [c for c in checks if not c["ok"]]
     if args.json:
         _emit_json({"ok": not bad, "checks": checks})

@@ -168,10 +168,14 @@ def _add_status_and_doctor(sub) -> None:
     _db_option(p)
     p.add_argument("--json", action="store_true", help="print it as JSON")
     p.set_defaults(func="cmd_status")
-    p = sub.add_parser("doctor", help="check model, export, kernel, sqlite-vec and the database",
+    p = sub.add_parser("doctor", help="check model, export, kernel, sqlite-vec, the database "
+                                      "and the model server",
                        epilog="Example: brainbot doctor --db notes.db")
     _db_option(p)
     p.add_argument("--json", action="store_true", help="print the checks as JSON")
+    p.add_argument("--no-server", action="store_true",
+                   help="do not probe the model server (ANTHROPIC_BASE_URL or Anthropic's "
+                        "API): it costs a few hundred tokens")
     p.set_defaults(func="cmd_doctor")
 
 

@@ -2,6 +2,10 @@
 
 Each check returns {"name", "ok", "detail", "fix"}; doctor prints them and exits
 non-zero when any fails. Nothing here repairs anything: it says what to run.
+
+When a model server is configured (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL), doctor also
+probes it (model/probe.py): whether a search result reaches the model, whether it
+streams, stops and calls tools, and what an ask will do with it (issue 42).
 """
 
 from __future__ import annotations
@@ -208,14 +212,37 @@ def _absent_roots_check(store: Store, db_arg: str) -> list[dict]:
                    f"if it moved or is gone for good: brainbot index --prune --db {db_arg}")]
 
 
-def run_checks(db) -> list[dict]:
+def run_checks(db, server: bool = True, client=None) -> list[dict]:
+    """Every check; ``server``: probe the model server too (``client``: its client)."""
     from brainbot.model.records import for_index, record
     from brainbot.store.target import recorded_meta
 
     checks = _model_checks(for_index(recorded_meta(db)) or record())
     checks.extend(_engine_checks(db))
     checks.extend(_db_checks(db))
+    if server:
+        checks.extend(server_checks(client))
     return checks
+
+
+OFFLINE = ("none configured (no ANTHROPIC_API_KEY): asks answer offline, quoting your "
+           "notes; set ANTHROPIC_API_KEY for Claude, or ANTHROPIC_BASE_URL and "
+           "BRAINBOT_MODEL for a local server")
+
+
+def server_checks(client=None) -> list[dict]:
+    """The model server's probe as checks; with none configured, one line saying so."""
+    from brainbot.model import claude, probe
+
+    try:
+        if client is None and claude.may_have_credentials():
+            client = claude.make_client()
+        if client is None or not claude.has_credentials(client):
+            return [_check("model server", True, OFFLINE)]
+        found = probe.run(client, claude.model_name())
+    except BrainbotError as exc:  # a bad setting, a profile the SDK cannot load
+        return [_check("model server", False, str(exc), "fix the setting it names")]
+    return [_check(name, ok, detail, fix) for name, ok, detail, fix in probe.verdicts(found)]
 
 
 def _engine_checks(db) -> list[dict]:

@@ -277,7 +277,8 @@ def turns(driver) -> list:
 def test_an_answer_streams_into_a_thread_and_a_follow_up_continues_it(driver, claude_site,
                                                                      fake):
     """Ask: the answer's text is painted while the model is still held between its words
-    (two partial states before the end), then its verified citation, whose lines open.
+    (two partial states before the end), dimmed as a draft, then replaced by the checked
+    answer with its verified citation, whose lines open.
     A follow-up is a second turn of the same conversation, sent with its id; "new
     conversation" clears the thread, and the next Ask starts another one."""
     from selenium.webdriver.common.by import By
@@ -298,6 +299,10 @@ def test_an_answer_streams_into_a_thread_and_a_follow_up_continues_it(driver, cl
         driver.find_element(By.ID, "ask").click()
         first = wait(driver, lambda d: answer_text(d, 1))
         assert fake.held == 1  # the model has more to say
+        shown = driver.find_element(By.CSS_SELECTOR, "#turns > .turn:nth-child(1) .text")
+        assert "draft" in shown.get_attribute("class").split()  # issue 42: not checked yet
+        assert driver.find_element(By.CSS_SELECTOR, "#turns > .turn:nth-child(1) .meta") \
+            .text.startswith("Draft, not checked against your notes yet")
         fake.step()
         second = wait(driver, lambda d: answer_text(d, 1) not in ("", first) and
                       answer_text(d, 1))
@@ -307,6 +312,8 @@ def test_an_answer_streams_into_a_thread_and_a_follow_up_continues_it(driver, cl
     wait(driver, lambda d: cards(d, "#turns > .turn:nth-child(1) button.citation"))
     final = answer_text(driver, 1)
     assert final.startswith("You feed it twice a day") and "[1]" in final
+    assert "draft" not in driver.find_element(
+        By.CSS_SELECTOR, "#turns > .turn:nth-child(1) .text").get_attribute("class").split()
     assert len({first, second, final}) == 3
     cite = cards(driver, "#turns > .turn:nth-child(1) button.citation")[0]
     assert "verified" in cite.text and "bread/sourdough.md" in cite.text

@@ -22,12 +22,13 @@ CHECKS = ["model files", "onnx export", "search kernel", "sqlite-vec", "database
 
 
 def doctor(capsys, db, *extra) -> tuple[int, dict[str, dict], str]:
-    """Run `brainbot doctor --json` and `brainbot doctor`; both must agree."""
-    code = main(["doctor", "--db", str(db), "--json", *extra])
+    """Run `brainbot doctor --json` and `brainbot doctor`; both must agree. The model
+    server's probe is tests/test_doctor_server.py's: never a call to a real API here."""
+    code = main(["doctor", "--db", str(db), "--json", "--no-server", *extra])
     out, err = capsys.readouterr()
     report = json.loads(out)
     assert report["ok"] == (code == 0) and err == ""
-    text_code = main(["doctor", "--db", str(db)])
+    text_code = main(["doctor", "--db", str(db), "--no-server"])
     text, _ = capsys.readouterr()
     assert text_code == code
     for c in report["checks"]:
