@@ -84,6 +84,8 @@ class E5S1:
         """A tensor's bytes as stored."""
         if name not in self.tensors:
             raise WeightsFileError(f"{self.path}: no tensor {name!r}")
+        if self.data is None:
+            raise WeightsFileError(f"{self.path}: the file's bytes are not loaded")
         _, _, offset, nbytes = self.tensors[name]
         return self.data[offset:offset + nbytes]
 
@@ -156,7 +158,9 @@ def read(path: str | Path) -> E5S1:
     if version != VERSION or block != QK:
         raise WeightsFileError(f"{path}: E5S1 version {version}, block {block}; this reader "
                                f"knows version {VERSION}, block {QK}")
-    config = Config(*dims, eps=float(eps))
+    hidden, layers, heads, intermediate, vocab_rows, max_positions, token_types = dims
+    config = Config(hidden, layers, heads, intermediate, vocab_rows, max_positions,
+                    token_types, float(eps))
     if min(dims) <= 0 or config.hidden % config.heads or config.hidden % QK:
         raise WeightsFileError(f"{path}: implausible dimensions {config}")
     pieces, scores, special = _vocabulary(cur)
