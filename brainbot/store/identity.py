@@ -115,6 +115,9 @@ BATCH_DEPENDENT_INT8 = ":int8:onnx-v1"
 # The first per-token int8 graph: texts padded into batches under an attention mask; one
 # text a run (export version 3) gives other last bits.
 PADDED_INT8 = ":int8:onnx-v2"
+# The chunker before issue 40: an HTML comment ending a section after a block that filled
+# the model's budget became a chunk of its own, which showed nothing.
+LONE_COMMENT_CHUNKER = "chunker3-"
 
 
 def _why(key: str, theirs: str | None) -> str:
@@ -122,6 +125,9 @@ def _why(key: str, theirs: str | None) -> str:
         return "its int8 vectors depend on the texts each was embedded beside"
     if key == "embedder" and (theirs or "").endswith(PADDED_INT8):
         return "its int8 vectors come from an earlier int8 graph, which padded texts into batches"
+    if key == "chunker" and (theirs or "").startswith(LONE_COMMENT_CHUNKER):
+        return ("its chunker made a chunk that shows nothing of a comment ending a section "
+                "after a full block")
     return ""
 
 
