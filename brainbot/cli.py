@@ -54,11 +54,12 @@ def cmd_index(args) -> int:
 
     from .render import progress_printer
 
-    if not args.paths and not args.prune:
-        raise InputError("give the folders or files to index (or --prune alone)")
+    if not args.paths and (args.rebuild or not args.prune):  # a rebuild of nothing is empty
+        raise InputError("--rebuild starts the index over: give the folders to index"
+                         if args.rebuild else "give the folders or files to index (or --prune alone)")
     with Indexer(args.db, precision=args.precision, rebuild=args.rebuild,
                  progress=None if args.json else progress_printer(),
-                 embed=not args.no_embed,
+                 embed=not args.no_embed, allow_empty=args.allow_empty,
                  embed_progress=None if args.json else progress_printer(unit="chunk")) as ix:
         stats = ix.index_paths(args.paths)
         missing = missing_roots(ix.store)
@@ -532,7 +533,7 @@ def cmd_copy(args) -> int:
 
     from .render import printable
 
-    stats = copy_index(args.source, args.target, replace=args.replace)
+    stats = copy_index(args.source, args.target, replace=args.replace, allow_empty=args.allow_empty)
     if args.json:
         _emit_json(stats.to_dict())
     else:
