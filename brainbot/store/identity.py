@@ -19,6 +19,9 @@ from dataclasses import asdict, dataclass
 from brainbot.errors import IdentityMismatchError
 
 READER_KEYS = ("model", "model_sha256", "dimension", "analyzer")
+# What makes a vector, given its text: a rebuild reuses an old index's vectors when these
+# match (store/sqlite/salvage.py, store/pg/rebuild.py).
+VECTOR_KEYS = ("model", "model_sha256", "dimension", "tokenizer", "embedder")
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,12 @@ def current(precision: str = "fp32", params=None) -> IndexIdentity:
         analyzer=lexical.ANALYZER_VERSION,
         embedder=Embedder(precision=precision).fingerprint,
     )
+
+
+def same_vectors(meta: dict[str, str], identity: IndexIdentity) -> bool:
+    """Whether the vectors of an index with this ``meta`` were made as ``identity`` makes
+    them, so that each is still the vector of its text."""
+    return all(meta.get(k) == str(getattr(identity, k)) for k in VECTOR_KEYS)
 
 
 def reader_wants() -> dict[str, str]:
