@@ -79,6 +79,20 @@ def test_a_rebuild_that_would_empty_the_index_is_refused(indexed, tmp_path, vaul
     assert len(check_consistent(db)) == 3  # and whole, every chunk with its vector
 
 
+def test_a_rebuild_left_without_indexing_anything_is_not_published(indexed):
+    """The library's path: a rebuild whose caller never indexed is published on exit,
+    and refused there like any rebuild that would empty the index."""
+    db, before = indexed
+    with pytest.raises(EmptyRebuildError, match="would replace the 3 notes of"):
+        with Indexer(db, rebuild=True, embed=False):
+            pass
+    assert _bytes(db) == before and not db.with_name(db.name + ".rebuild").exists()
+    with Indexer(db, rebuild=True, embed=False, allow_empty=True):
+        pass
+    with open_store(db) as store:
+        assert store.counts()["documents"] == 0
+
+
 def test_allow_empty_empties_it_and_counts_the_notes_removed(indexed, tmp_path, capsys):
     db, _ = indexed
     empty = tmp_path / "empty"

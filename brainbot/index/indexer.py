@@ -218,13 +218,20 @@ class Indexer:
         store, self.store = self.store, None
         if store is None:
             return
-        try:
-            if exc_type is None:  # a rebuild whose caller did not finish() is complete too
+        refused = None
+        if exc_type is None:  # a rebuild whose caller did not finish() is complete too
+            try:
+                self._settle_replacement(store)
                 store.publish()
+            except BaseException as error:  # the store closes all the same
+                refused = error
+        try:
             store.close()
         except Exception:  # noqa: BLE001
-            if exc_type is None:  # else the error in flight is the one to report
+            if exc_type is None and refused is None:  # else the error in flight is the one
                 raise
+        if refused is not None:
+            raise refused
 
     def _release(self) -> None:
         """Close the store: the writer lock is free while the model runs."""
@@ -298,7 +305,7 @@ class Indexer:
             self.dirty = False
         # every note is written: a rebuild's new index replaces the old one now, so a kill
         # from here on leaves it, partly embedded, never less than a whole index
-        self._settle_replacement()
+        self._settle_replacement(self.store)
         self.store.publish()
         self.stats.lexical_seconds = time.perf_counter() - self.started
         if self.embed:
@@ -312,17 +319,16 @@ class Indexer:
         self.stats.seconds = time.perf_counter() - self.started
         return self.stats
 
-    def _settle_replacement(self) -> None:
+    def _settle_replacement(self, store) -> None:
         """Before a rebuild replaces the old index: refuse to replace its notes with an
         empty index (unless ``allow_empty``), and count the old notes it does not carry
         over as removed."""
-        replaced = self.store.replaced()
+        replaced = store.replaced()
         if replaced is None:
             return
         old, lacking = replaced
-        if (old and lacking == old and not self.allow_empty
-                and not self.store.counts()["documents"]):
-            raise EmptyRebuildError(self.store.target, old, skipped=self.stats.skipped)
+        if old and lacking == old and not self.allow_empty and not store.counts()["documents"]:
+            raise EmptyRebuildError(store.target, old, skipped=self.stats.skipped)
         self.stats.removed += lacking
 
     def index_documents(self, root: str, docs: Iterable[Document],
