@@ -186,6 +186,51 @@ def test_readers_answer_from_the_old_index_until_the_swap(lab, shared_embedder):
     assert rebuild_schema("public") not in schemas(url)
 
 
+def test_a_long_reader_delays_the_swap_without_stalling_other_readers(lab, shared_embedder,
+                                                                     monkeypatch):
+    """A reader inside a long transaction holds the old tables: the swap lets go of its
+    locks and tries again (NOWAIT) until that reader is done, so the readers that come
+    meanwhile are answered, not queued behind a waiting ACCESS EXCLUSIVE request."""
+    import psycopg
+
+    from brainbot.store.pg import rebuild as pg_rebuild
+
+    url = lab.trial("bb_rebuild_long_reader")
+    tries, move_in = [], pg_rebuild.PgRebuild._move_in
+
+    def counted(self, conn, wait):
+        tries.append(wait)
+        move_in(self, conn, wait)
+
+    monkeypatch.setattr(pg_rebuild.PgRebuild, "_move_in", counted)
+    holder = psycopg.connect(url)  # a transaction open until rollback()
+    holder.execute("SELECT count(*) FROM chunks").fetchone()
+    done: list = []
+
+    def rebuild() -> None:
+        try:
+            with Indexer(url, embedder=shared_embedder, rebuild=True) as ix:
+                done.append(ix.index_paths([lab.vault]))
+        except Exception as exc:  # noqa: BLE001 - reported below
+            done.append(exc)
+
+    worker = threading.Thread(target=rebuild)
+    worker.start()
+    try:
+        wait_until(lambda: len(tries) >= 3 or done, "the swap tries again", timeout=300)
+        assert not done and True not in tries  # still trying, never waiting in the queue
+        with psycopg.connect(url, autocommit=True) as reader:
+            reader.execute("SET lock_timeout = '20s'")  # queued behind the swap: an error
+            assert reader.execute("SELECT count(*) FROM documents").fetchone()[0] == LAB_NOTES
+    finally:
+        holder.rollback()
+        holder.close()
+        worker.join(timeout=600)
+    assert len(done) == 1 and not isinstance(done[0], Exception), done
+    with open_store(url) as store:
+        assert store.counts()["documents"] == LAB_NOTES + 1
+
+
 def test_a_rebuild_keeps_the_old_tables_grants_and_the_conversations(lab, pg_server):
     url = lab.trial("bb_rebuild_grants")
     cid = save_a_turn(url)

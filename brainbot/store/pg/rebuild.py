@@ -164,9 +164,8 @@ class PgRebuild:
         present = ps.tables_of(conn, self.schema)
         held = [sql.SQL("{}.{}").format(old, sql.Identifier(t))
                 for t in (*ps.TABLES, _VIEW) if t in present]
-        conn.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE" + ("" if wait else
-                                                                         " NOWAIT")).format(
-            sql.SQL(", ").join(held)))
+        mode = "ACCESS EXCLUSIVE MODE" if wait else "ACCESS EXCLUSIVE MODE NOWAIT"
+        conn.execute(sql.SQL("LOCK TABLE {} IN " + mode).format(sql.SQL(", ").join(held)))
         grants = _grants(conn, self.schema)
         conn.execute(sql.SQL("DROP VIEW IF EXISTS {}.{}").format(old, sql.Identifier(_VIEW)))
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(sql.SQL(", ").join(
