@@ -45,8 +45,8 @@ move_in, swap = pg_rebuild.PgRebuild._move_in, pg_rebuild.PgRebuild.swap
 def _move_in(self, conn, wait):
     move_in(self, conn, wait)
     tick("swap")
-def _swap(self, conn):
-    swap(self, conn)
+def _swap(self, conn, target):
+    swap(self, conn, target)
     tick("swapped")
 pg_rebuild.PgRebuild._move_in, pg_rebuild.PgRebuild.swap = _move_in, _swap
 
@@ -229,6 +229,36 @@ def test_a_long_reader_delays_the_swap_without_stalling_other_readers(lab, share
     assert len(done) == 1 and not isinstance(done[0], Exception), done
     with open_store(url) as store:
         assert store.counts()["documents"] == LAB_NOTES + 1
+
+
+def test_a_transaction_left_open_ends_the_rebuild_unpublished(lab, shared_embedder,
+                                                              monkeypatch):
+    """Past its patience the swap waits in the lock queue, briefly, try after try; a
+    reader that never lets go ends the rebuild with one line, the old index whole."""
+    import psycopg
+
+    from brainbot.errors import StoreBusyError
+    from brainbot.store.pg import rebuild as pg_rebuild
+
+    url = lab.trial("bb_rebuild_left_open")
+    old = store_snapshot(url)
+    tries, move_in = [], pg_rebuild.PgRebuild._move_in
+
+    def counted(self, conn, wait):
+        tries.append(wait)
+        move_in(self, conn, wait)
+
+    monkeypatch.setattr(pg_rebuild.PgRebuild, "_move_in", counted)
+    monkeypatch.setattr(pg_rebuild, "SWAP_PATIENCE_S", 0.5)
+    monkeypatch.setattr(pg_rebuild, "SWAP_GIVE_UP_S", 3.0)
+    with psycopg.connect(url) as holder:  # a transaction open until the block ends
+        holder.execute("SELECT count(*) FROM meta").fetchone()
+        with pytest.raises(StoreBusyError, match="held the index's tables"):
+            with Indexer(url, embedder=shared_embedder, rebuild=True) as ix:
+                ix.index_paths([lab.vault])
+        holder.rollback()
+    assert False in tries and True in tries  # NOWAIT first, then waits in the queue
+    assert store_snapshot(url) == old and rebuild_schema("public") not in schemas(url)
 
 
 def test_a_rebuild_keeps_the_old_tables_grants_and_the_conversations(lab, pg_server):

@@ -14,9 +14,9 @@ same model and embedder made them.
 
 The swap, one transaction: lock the old tables (ACCESS EXCLUSIVE with NOWAIT: while a
 reader's query holds one it lets go and tries again a moment later, so it never waits
-holding a lock, never deadlocks with a reader and never queues readers behind it; after
-SWAP_PATIENCE_S it waits its turn like any DDL), give their grants to the new tables, drop
-them, move the new tables and view into the index's schema (``ALTER ... SET SCHEMA``
+holding a lock, never deadlocks with a reader and never queues readers behind it; past
+SWAP_PATIENCE_S, for a reader that never pauses, each try may wait SWAP_WAIT_MS in the
+queue), give their grants to the new tables, drop them, move the new tables and view into the index's schema (``ALTER ... SET SCHEMA``
 carries each table's indexes, constraints, sequences and row type), and drop the then
 empty rebuild schema. Postgres DDL is transactional: a kill at any moment leaves the old
 index whole or the new one. The conversations' tables in the index's schema
@@ -31,7 +31,7 @@ from __future__ import annotations
 import hashlib
 import time
 
-from brainbot.errors import StoreError
+from brainbot.errors import StoreBusyError, StoreError
 from brainbot.store.identity import same_vectors
 
 from . import schema as ps
@@ -44,6 +44,12 @@ NAME_BYTES = 63  # Postgres' NAMEDATALEN - 1: a longer identifier is cut short
 # waits for them in the lock queue (stalling the readers that come after, briefly).
 SWAP_RETRY_S = 0.02
 SWAP_PATIENCE_S = 30.0
+# A try past that patience waits this long in the lock queue, stalling readers behind it
+# at most this long: below deadlock_timeout's default 1 s, so a reader's deadlock check
+# never fires while it waits. Past SWAP_GIVE_UP_S (a transaction left open holds the old
+# tables), the rebuild ends unpublished.
+SWAP_WAIT_MS = 500
+SWAP_GIVE_UP_S = 600.0
 _VIEW = "chunk_view"
 
 
@@ -139,22 +145,26 @@ class PgRebuild:
                 sql.Identifier(self.name), sql.Identifier(self.schema))).fetchone()
         return int(row[0]), int(row[1])
 
-    def swap(self, conn) -> None:
+    def swap(self, conn, target: str) -> None:
         """The new index takes the old one's place, in one transaction (module docstring);
         the connection then writes it there."""
         from psycopg import errors
 
-        deadline = time.monotonic() + SWAP_PATIENCE_S
+        start = time.monotonic()
         while True:
-            wait = time.monotonic() >= deadline
+            waited = time.monotonic() - start
+            if waited >= SWAP_GIVE_UP_S:
+                raise StoreBusyError(
+                    f"{target}: other sessions held the index's tables for {waited:.0f} s (a "
+                    "transaction left open?); the rebuild was not put in place and the old "
+                    "index is as it was: run it again once they are done")
             try:
                 with conn.transaction():
-                    self._move_in(conn, wait)
+                    self._move_in(conn, wait=waited >= SWAP_PATIENCE_S)
                 break
-            except errors.LockNotAvailable:  # a reader's query holds a table: again soon
+            except (errors.LockNotAvailable, errors.QueryCanceled,
+                    errors.DeadlockDetected):  # a reader holds a table: again soon
                 time.sleep(SWAP_RETRY_S)
-            except errors.DeadlockDetected:  # waiting, against a reader: it went on
-                continue
         conn.execute("SELECT set_config('search_path', %s, false)", (self.search_path,))
 
     def _move_in(self, conn, wait: bool) -> None:
@@ -164,8 +174,14 @@ class PgRebuild:
         present = ps.tables_of(conn, self.schema)
         held = [sql.SQL("{}.{}").format(old, sql.Identifier(t))
                 for t in (*ps.TABLES, _VIEW) if t in present]
-        mode = "ACCESS EXCLUSIVE MODE" if wait else "ACCESS EXCLUSIVE MODE NOWAIT"
-        conn.execute(sql.SQL("LOCK TABLE {} IN " + mode).format(sql.SQL(", ").join(held)))
+        lock = sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(sql.SQL(", ").join(held))
+        if wait:  # the queue, for SWAP_WAIT_MS at most (the session's own timeout after)
+            own = conn.execute("SELECT current_setting('statement_timeout')").fetchone()[0]
+            conn.execute("SELECT set_config('statement_timeout', %s, true)", (str(SWAP_WAIT_MS),))
+            conn.execute(lock)
+            conn.execute("SELECT set_config('statement_timeout', %s, true)", (own,))
+        else:
+            conn.execute(lock + sql.SQL(" NOWAIT"))
         grants = _grants(conn, self.schema)
         conn.execute(sql.SQL("DROP VIEW IF EXISTS {}.{}").format(old, sql.Identifier(_VIEW)))
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(sql.SQL(", ").join(

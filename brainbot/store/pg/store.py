@@ -276,7 +276,7 @@ class PostgresStore(PgVault):
             return
         try:
             with ps.translate_errors(self.target):
-                rb.swap(self.conn)
+                rb.swap(self.conn, self.target)
         except BaseException:
             rb.discard(self.conn)
             raise
