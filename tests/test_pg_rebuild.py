@@ -298,6 +298,30 @@ def test_an_empty_rebuild_is_refused_and_the_index_kept(lab, tmp_path):
         assert store.counts()["documents"] == 0 and store.integrity() == "ok"
 
 
+def test_a_role_that_may_not_create_a_schema_is_told_what_to_grant(lab, pg_server):
+    """The rebuild needs CREATE on the database (its schema): a role that owns the index
+    but lacks it is refused with the grant to make, before anything is written."""
+    url = pg_server.fresh_database("bb_rebuild_no_create")
+    dbname = url.split("/")[3].split("?")[0]
+    with pg_server.admin() as conn:
+        conn.execute("DROP ROLE IF EXISTS bb_rebuild_owner")
+        conn.execute("CREATE ROLE bb_rebuild_owner LOGIN")
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"GRANT CONNECT, CREATE ON DATABASE {dbname} TO bb_rebuild_owner")
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")  # a superuser's, once
+        conn.execute("GRANT CREATE ON SCHEMA public TO bb_rebuild_owner")
+    owner = url.replace("postgres:@", "bb_rebuild_owner@", 1)
+    copy_index(lab.old, owner)  # its tables are the role's own
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"REVOKE CREATE ON DATABASE {dbname} FROM bb_rebuild_owner")
+    old = store_snapshot(url)
+    line = one_line_error(run_cli("index", lab.vault, "--db", owner, "--rebuild"))
+    assert "may not create one" in line and "grant it CREATE on the database" in line
+    assert store_snapshot(url) == old and rebuild_schema("public") not in schemas(url)
+
+
 def test_only_a_schema_marked_as_a_rebuild_is_dropped(lab):
     import psycopg
 
