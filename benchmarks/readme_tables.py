@@ -17,6 +17,8 @@ import re
 import sys
 from pathlib import Path
 
+from bench_languages import docs_section as _languages_section
+from e5_tables import e5_section
 from headline import cpu_name as _cpu
 
 HERE = Path(__file__).resolve().parent
@@ -305,8 +307,12 @@ def _projected(p) -> str:
 
 
 def _vault_name(v: dict) -> str:
-    """A first-run row's vault, with its precision when embedded (rows before #33: fp32)."""
-    return f"{v['vault']} ({v.get('precision') or 'fp32'})" if v.get("embed") else v["vault"]
+    """A first-run row's vault, with its precision when embedded (rows before #33: fp32)
+    and its model when not the default (issue 41)."""
+    model = f", {v['model']}" if v.get("model") else ""
+    if v.get("embed"):
+        return f"{v['vault']} ({v.get('precision') or 'fp32'}{model})"
+    return f"{v['vault']} ({v['model']})" if model else v["vault"]
 
 
 def first_run_section() -> str:
@@ -873,8 +879,9 @@ def related_section() -> str:
 
 
 def build() -> str:
-    parts = [p for p in (eval_section(), cjk_section(), search_section(), embed_section(),
-                         static_int8_section(),
+    parts = [p for p in (eval_section(), cjk_section(), _languages_section(RESULTS),
+                         search_section(), embed_section(),
+                         static_int8_section(), e5_section(),
                          chunking_section(), first_run_section(), index_section(),
                          coldstart_section(), serve_section(), serve_http_section(),
                          watch_first_section(),

@@ -24,14 +24,15 @@ def _db_option(p: argparse.ArgumentParser, default=True) -> None:
 
 
 def version_line() -> str:
-    """What a bug report needs: brainbot's version, Python's, the embedding model and the
-    kernel path this CPU runs. Loads neither numpy nor the model (a few ms: the C
-    extension's import and model/files' constants)."""
+    """What a bug report needs: brainbot's version, Python's, the default embedding model
+    (an index records its own) and the kernel path this CPU runs. Loads neither numpy nor
+    the model (a few ms: the C extension's import and model/records' constants)."""
     import platform
 
     from . import __version__
-    from .model.files import MODEL_ID
+    from .model.records import record
 
+    MODEL_ID = record().model_id
     try:
         from ._kernel import ffi, lib
     except ImportError:
@@ -63,6 +64,12 @@ def _positive(text: str) -> int:
     return value
 
 
+def _model_names() -> list[str]:
+    from .model.records import RECORDS
+
+    return list(RECORDS)
+
+
 def _add_index(sub) -> None:
     p = sub.add_parser("index", help="index notes into the database",
                        epilog="Example: brainbot index ~/notes --db notes.db")
@@ -81,6 +88,10 @@ def _add_index(sub) -> None:
     p.add_argument("--precision", choices=["fp32", "int8"], default=None,
                    help="embedding precision of a new index (default int8; an existing "
                         "index keeps its own; fp32: sentence-transformers' exact vectors)")
+    p.add_argument("--model", choices=_model_names(), default=None,
+                   help="embedding model of a new index (default: all-MiniLM-L6-v2, or "
+                        "multilingual-e5-small when most notes are not English; an existing "
+                        "index keeps its own: switch with --rebuild)")
     p.add_argument("--no-embed", action="store_true",
                    help="stop after the lexical phase (BM25, links, tags, filters); a later "
                         "index or watch embeds the chunks")
@@ -288,6 +299,8 @@ def _add_model(sub) -> None:
                         "print its path; info: the model, its folder and checksum")
     p.add_argument("--precision", choices=["fp32", "int8"], default="int8",
                    help="the graph to export (default int8)")
+    p.add_argument("--model", choices=_model_names(), default=None,
+                   help="which model (default all-MiniLM-L6-v2)")
     p.set_defaults(func="cmd_model")
 
 

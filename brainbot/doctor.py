@@ -11,6 +11,7 @@ from pathlib import Path
 
 from brainbot.index.freshness import missing_root_line, missing_roots, present_roots, vault_changes
 from brainbot.index.indexer import embedded_line
+from brainbot.index.model_choice import model_fit
 from brainbot.model import files as model
 from brainbot.store.interface import Store
 from brainbot.store.target import is_url, open_store, public_target
@@ -53,6 +54,7 @@ def status(db, store: Store | None = None) -> dict:
     return {
         "db": store.target, "size_bytes": size,
         "schema": meta.get("schema_version"), "model": meta.get("model"),
+        "model_fit": model_fit(meta, other, known)[1],
         "embedder": meta.get("embedder"), "chunker": meta.get("chunker"),
         "analyzer": meta.get("analyzer"), "fingerprint": meta.get("fingerprint"),
         "generation": generation,
@@ -99,22 +101,24 @@ def _engine_status(db) -> dict:
             "sqlite_vec": vec_detail if vec_ok else f"unavailable: {vec_detail}"}
 
 
-def _model_checks() -> list[dict]:
+def _model_checks(spec) -> list[dict]:
+    """The files and export of ``spec``, the index's model (the default's without one)."""
     out = []
-    problems = model.check_files()
+    problems = model.check_files(spec)
     out.append(_check("model files", not problems,
-                      problems[0] if problems else f"{model.MODEL_ID}, sha256 verified",
-                      "brainbot model pull"))
+                      problems[0] if problems else f"{spec.model_id}, sha256 verified",
+                      spec.pull_command))
     if problems:
         return out
     try:
         from brainbot.model.embed import DEFAULT_PRECISION
         from brainbot.model.onnx_export import onnx_path
 
-        path = onnx_path(DEFAULT_PRECISION)  # what a new index embeds with
+        path = onnx_path(DEFAULT_PRECISION, spec)  # what a new index embeds with
         out.append(_check("onnx export", True, str(path)))
     except BrainbotError as exc:
-        out.append(_check("onnx export", False, str(exc), "brainbot model export"))
+        out.append(_check("onnx export", False, str(exc), "brainbot model export"
+                          + ("" if spec.pull_command.endswith("pull") else f" --model {spec.name}")))
     return out
 
 
@@ -145,7 +149,8 @@ def _check_writable(store: Store) -> None:
 
     meta = store.meta()
     precision = identity.precision_of(meta) or "fp32"
-    identity.check(meta, store.target, writer=identity.current(precision))
+    identity.check(meta, store.target,
+                   writer=identity.current(precision, model=identity.model_of(meta)))
 
 
 def _store_checks(store: Store, db) -> list[dict]:
@@ -168,7 +173,10 @@ def _store_checks(store: Store, db) -> list[dict]:
                           + (" --prune" if missing_roots(store) else "")))
         out += _absent_roots_check(store, db_arg)
         other, known = store.language_share()
-        out.append(_check("language", True, _language_detail(other, known)))
+        ok, detail = model_fit(store.meta(), other, known)
+        out.append(_check("model", ok, detail,
+                          f"brainbot index {roots} --db {db_arg} --rebuild --model "
+                          "multilingual-e5-small"))
         warned = {w["path"] for w in warnings_of(store)}
         out.append(_check("note warnings", True, f"{len(warned)} notes indexed with warnings"
                           + (" (brainbot status lists them)" if warned else "")))
@@ -200,18 +208,11 @@ def _absent_roots_check(store: Store, db_arg: str) -> list[dict]:
                    f"if it moved or is gone for good: brainbot index --prune --db {db_arg}")]
 
 
-def _language_detail(other: int, known: int) -> str:
-    from brainbot.notes.language import NON_ENGLISH_WARN
-
-    share = other / known if known else 0.0
-    detail = f"{share:.0%} of {known} chunks look non-English"
-    if share >= NON_ENGLISH_WARN:
-        detail += " (vector search is English-only; BM25 carries them)"
-    return detail
-
-
 def run_checks(db) -> list[dict]:
-    checks = _model_checks()
+    from brainbot.model.records import for_index, record
+    from brainbot.store.target import recorded_meta
+
+    checks = _model_checks(for_index(recorded_meta(db)) or record())
     checks.extend(_engine_checks(db))
     checks.extend(_db_checks(db))
     return checks

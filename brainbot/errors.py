@@ -50,7 +50,11 @@ class ServerBusyError(BrainbotError):
 
 
 class ModelFilesError(BrainbotError):
-    """The MiniLM model files are missing or do not match their checksums."""
+    """A model's files are missing or do not match their checksums."""
+
+
+class WeightsFileError(ModelFilesError):
+    """A weights file is truncated, damaged or not in the layout its reader knows."""
 
 
 class ExportError(BrainbotError):

@@ -14,10 +14,11 @@ from brainbot.cli import main
 from brainbot.index.indexer import Indexer
 from brainbot.kernel import native as kernel
 from brainbot.model import files as model
+from brainbot.model.records import MINILM
 from brainbot.store.sqlite import file as store
 
 CHECKS = ["model files", "onnx export", "search kernel", "sqlite-vec", "database integrity",
-          "fingerprint", "stale files", "language", "note warnings", "vectors"]
+          "fingerprint", "stale files", "model", "note warnings", "vectors"]
 
 
 def doctor(capsys, db, *extra) -> tuple[int, dict[str, dict], str]:
@@ -97,7 +98,7 @@ def test_model_file_with_wrong_sha256(capsys, healthy, tmp_path, monkeypatch):
     folder = tmp_path / "model"
     folder.mkdir()
     real = model.model_dir()
-    for name in model.FILES:
+    for name in MINILM.files:
         (folder / name).symlink_to(real / name)
     (folder / "config.json").unlink()
     shutil.copyfile(real / "config.json", folder / "config.json")

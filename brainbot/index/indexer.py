@@ -13,6 +13,12 @@ whose retrieval text already has a vector (in this file, another file, or a rena
 reuses it, so only new text reaches the embedder. Files that disappeared leave with their
 chunks, vectors and postings.
 
+The model: an index embeds with one model record (``model/records.py``), which it records
+and keeps; ``choose_model`` gives a new index of mostly non-English notes the
+multilingual one (and the line saying so), and chunks are counted in the model's own
+tokenizer. Another model needs ``--rebuild``: its vectors are made again (the old file's
+are another model's, which the salvage never reuses).
+
 `--rebuild`: the lexical phase writes a new index beside the old one, which readers keep
 answering from; at its end the new one replaces the old whole (``store.publish()``; on
 SQLite a file moved over the path, ``store/sqlite/rebuild.py``; on Postgres a schema
@@ -53,6 +59,7 @@ from brainbot.text.documents import Chunked, Document
 
 from .freshness import stat_vouches
 from .lease import Lease
+from .model_choice import ModelChoice, check_fits, choose_model
 
 # Chunks per lexical write transaction: at least BATCH_CHUNKS, then committed once
 # BATCH_SECONDS have passed since the batch began, and never more than BATCH_MAX_CHUNKS.
@@ -113,6 +120,8 @@ class IndexStats:
     skipped: list[notes.Problem] = field(default_factory=list)
     warnings: list[notes.Problem] = field(default_factory=list)
     non_english: float = 0.0  # share of the index's chunks that do not read as English
+    model: str = ""  # the model the index embeds with (model/records.py)
+    model_note: str | None = None  # why, when it was chosen for the notes (model_choice)
     language_note: str | None = None  # said once, when that share is high
     # Seconds of the lexical phase by stage, in this process: discover, read, chunk (the
     # wait for the chunking workers, reading excluded), write, links.
@@ -140,6 +149,7 @@ class IndexStats:
                 "skipped": [{"path": p.path, "reason": p.reason} for p in self.skipped],
                 "warnings": [{"path": p.path, "reason": p.reason} for p in self.warnings],
                 "non_english": round(self.non_english, 4), "language_note": self.language_note,
+                "model": self.model, "model_note": self.model_note,
                 "stages_seconds": {k: round(v, 3) for k, v in self.stages.items()}}
 
 
@@ -169,26 +179,29 @@ class Indexer:
                  rebuild: bool = False, progress: Callable[[int, int], None] | None = None,
                  stop=None, embed: bool = True,
                  embed_progress: Callable[[int, int], None] | None = None,
-                 workers: int | None = None, allow_empty: bool = False):
-        from brainbot.store.identity import current
+                 workers: int | None = None, model=None, allow_empty: bool = False):
+        from brainbot.model.records import record
         from brainbot.text.chunking import ChunkParams
-        from brainbot.text.tokens import TokenCounter
 
         self.target = target  # the --db target: a path or a postgresql:// URL
         self.params = params or ChunkParams()
         # None: the given embedder's, else the one the index records, else the default
         # (resolved on __enter__, when the index is read)
         self.precision = precision or getattr(embedder, "precision", None)
-        self.identity = current(self.precision, self.params) if self.precision else None
+        self.stats = IndexStats()
+        if isinstance(model, ModelChoice):  # chosen for the notes: its line is the run's
+            model, self.stats.model_note = model.record, model.line
+        model = model or getattr(embedder, "model", None)
+        self.model = record(model) if model is not None else None
+        self.identity = None
         self._embedder = embedder
-        self.counter = TokenCounter()
+        self.counter = None  # the model's TokenCounter, made on __enter__
         self.progress = progress
         self.embed_progress = embed_progress
         self.embed = embed  # False: stop after the lexical phase (--no-embed)
         self.workers = workers  # chunking processes; None: every usable core
         self.rebuild = rebuild
         self.allow_empty = allow_empty  # a rebuild may replace notes with an empty index
-        self.stats = IndexStats()
         self.store = None
         self.refreshing = False  # an index from before links and tags: fill them for all
         self.dirty = False  # something was written: links may point elsewhere now
@@ -196,12 +209,19 @@ class Indexer:
 
     # -- lifecycle -------------------------------------------------------------------
     def __enter__(self) -> Indexer:
+        from brainbot.store.identity import current
+        from brainbot.text.tokens import TokenCounter
+
         if self.precision is None:  # an index keeps the precision it was built with
             from brainbot.model.embed import DEFAULT_PRECISION
-            from brainbot.store.identity import current
 
             self.precision = recorded_precision(self.target) or DEFAULT_PRECISION
-            self.identity = current(self.precision, self.params)
+        if self.model is None:  # and its model
+            self.model = choose_model(self.target, ()).record
+        check_fits(self.params, self.model)
+        self.stats.model = self.model.name
+        self.identity = current(self.precision, self.params, self.model)
+        self.counter = TokenCounter(model=self.model)
         self.store = open_store(self.target, write=True, identity=self.identity,
                                 rebuild=self.rebuild)
         try:
@@ -255,7 +275,7 @@ class Indexer:
         if self._embedder is None:
             from brainbot.model.embed import Embedder
 
-            self._embedder = Embedder(precision=self.precision)
+            self._embedder = Embedder(precision=self.precision, model=self.model)
         return self._embedder
 
     # -- public entry points -------------------------------------------------------------
@@ -314,7 +334,7 @@ class Indexer:
         self.stats.chunks, self.stats.vectors = counts["chunks"], counts["embeddings"]
         other, known = self.store.language_share()
         self.stats.non_english = other / known if known else 0.0
-        if self.stats.non_english >= language.NON_ENGLISH_WARN:
+        if self.stats.non_english >= language.NON_ENGLISH_WARN and not self.model.multilingual:
             self.stats.language_note = language_note(self.stats.non_english)
         self.stats.seconds = time.perf_counter() - self.started
         return self.stats
@@ -552,8 +572,8 @@ def embedded_line(vectors: int, chunks: int) -> str:
 
 
 def language_note(share: float) -> str:
-    return (f"{share:.0%} of your notes look non-English; vector search is English-only, "
-            "BM25 carries them")
+    return (f"{share:.0%} of your notes look non-English; all-MiniLM-L6-v2 is English-only, "
+            "BM25 carries them (`--rebuild --model multilingual-e5-small` embeds them all)")
 
 
 def _analysis(item: Chunked) -> list[tuple]:

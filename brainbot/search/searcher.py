@@ -88,15 +88,26 @@ def index_precision(meta: dict[str, str]) -> str:
     return "int8" if "int8" in meta.get("embedder", "") else "fp32"
 
 
+def index_model(meta: dict[str, str]):
+    """The model record an index's vectors were made with, which its queries are embedded
+    with (a reader opened it, so its model is one this code knows)."""
+    from brainbot.model.records import for_index, record
+
+    return for_index(meta) or record()
+
+
 class Searcher:
     """Query one index through its store; the embedder loads on the first vector query.
 
-    The embedder follows the index: when the store reopens a replaced file, or the index's
-    index_id or recorded embedder changes (a rebuild at another precision), ``meta`` is read
-    again and an embedder of another precision is dropped, so a long-lived server embeds
-    queries as the index now wants (review H2: a daemon kept embedding at the old
-    precision, and its answers silently differed from in-process ones). An embedder given
-    without a precision (a test's stand-in) is kept; so is one when ``precision`` is."""
+    The embedder follows the index: its model is the one the index records
+    (``model/records.for_index``: MiniLM for an index from before model records), at the
+    index's precision. When the store reopens a replaced file, or the index's index_id or
+    recorded embedder changes (a rebuild at another precision or with another model),
+    ``meta`` is read again and an embedder of another precision or model is dropped, so a
+    long-lived server embeds queries as the index now wants (review H2: a daemon kept
+    embedding at the old precision, and its answers silently differed from in-process
+    ones). An embedder given without a precision (a test's stand-in) is kept; so is one
+    when ``precision`` is."""
 
     def __init__(self, db, *, embedder=None, precision: str | None = None,
                  store: Store | None = None):
@@ -123,7 +134,8 @@ class Searcher:
         if self._embedder is None:
             from brainbot.model.embed import Embedder
 
-            self._embedder = Embedder(precision=self.precision or index_precision(self.meta))
+            self._embedder = Embedder(precision=self.precision or index_precision(self.meta),
+                                      model=index_model(self.meta))
         return self._embedder
 
     def _follow_index(self) -> None:
@@ -134,7 +146,9 @@ class Searcher:
             return
         self.meta = meta
         wanted = self.precision or index_precision(meta)
-        if getattr(self._embedder, "precision", wanted) != wanted:
+        model = getattr(self._embedder, "model", None)
+        if (getattr(self._embedder, "precision", wanted) != wanted
+                or (model is not None and model != index_model(meta))):
             self._embedder = None
 
     def coverage(self) -> tuple[int, int]:

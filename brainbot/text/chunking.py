@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from brainbot.errors import InputError
-from brainbot.model.files import MAX_TOKENS
 from brainbot.notes.inline import InlineMarkup
 from brainbot.notes.markdown import ParsedNote, parse
 
@@ -60,6 +59,10 @@ OVER_PENALTY = 1.0
 # Overlapped sentences may take at most this share of a chunk's goal.
 OVERLAP_MAX_SHARE = 0.25
 PATH_SEPARATOR = " > "
+# The largest chunk budget: all-MiniLM-L6-v2's 256 positions (sentence-transformers' cap),
+# the smallest of the model records' max_tokens, so chunks fit every model (e5's 512 take
+# a chunk and its "passage: " prefix). The Indexer checks params against its model.
+MAX_TOKENS = 256
 
 
 @dataclass(frozen=True)
@@ -67,7 +70,8 @@ class ChunkParams:
     """The chunker's knobs. Everything that changes chunks is in fingerprint()."""
 
     # The model's limit (sentence-transformers caps all-MiniLM-L6-v2 at 256 wordpieces),
-    # counted on retrieval_text with [CLS]/[SEP] included. Never exceeded.
+    # counted on retrieval_text in the index's model's tokenizer with its two special
+    # tokens included. Never exceeded.
     max_tokens: int = MAX_TOKENS
     # Measured (benchmarks/bench_chunking.py --sweep, NFCorpus, vector nDCG@10 with a
     # document's best chunk): target 128 -> 0.3297, 200 -> 0.3286, 256 -> 0.3251, whole

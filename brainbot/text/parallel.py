@@ -164,7 +164,8 @@ def _pooled(batches, local: _Local, workers: int):
 
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                initializer=_start_worker,
-                               initargs=(local.params, local.analyze, os.getpid()))
+                               initargs=(local.params, local.analyze, os.getpid(),
+                                         local.counter.model))
     window: deque = deque()
     try:
         for batch in batches:
@@ -198,12 +199,12 @@ def _collect(entry, local: _Local):
 _WORKER: _Local | None = None
 
 
-def _start_worker(params: ChunkParams, analyze: bool, parent: int) -> None:
+def _start_worker(params: ChunkParams, analyze: bool, parent: int, model: str) -> None:
     global _WORKER
     import threading
 
     os.environ["TOKENIZERS_PARALLELISM"] = "false"  # the processes are the parallelism
-    _WORKER = _Local(TokenCounter(), params, analyze)
+    _WORKER = _Local(TokenCounter(model=model), params, analyze)  # the parent's model
     threading.Thread(target=_end_with, args=(parent,), daemon=True,
                      name="brainbot-parent-watch").start()
 
