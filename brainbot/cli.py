@@ -57,14 +57,15 @@ def cmd_index(args) -> int:
 
     from .render import progress_printer
 
-    if not args.paths and not args.prune:
-        raise InputError("give the folders or files to index (or --prune alone)")
+    if not args.paths and (args.rebuild or not args.prune):  # a rebuild of nothing is empty
+        raise InputError("--rebuild starts the index over: give the folders to index"
+                         if args.rebuild else "give the folders or files to index (or --prune alone)")
     choice = choose_model(args.db, args.paths, args.model)
     if choice.line and not args.json:
         _warn(choice.line)
     with Indexer(args.db, precision=args.precision, rebuild=args.rebuild, model=choice,
                  progress=None if args.json else progress_printer(),
-                 embed=not args.no_embed,
+                 embed=not args.no_embed, allow_empty=args.allow_empty,
                  embed_progress=None if args.json else progress_printer(unit="chunk")) as ix:
         stats = ix.index_paths(args.paths)
         missing = missing_roots(ix.store)
@@ -531,7 +532,7 @@ def cmd_copy(args) -> int:
 
     from .render import printable
 
-    stats = copy_index(args.source, args.target, replace=args.replace)
+    stats = copy_index(args.source, args.target, replace=args.replace, allow_empty=args.allow_empty)
     _warn(stats.conversations_note and f"warning: {stats.conversations_note}")
     if args.json:
         _emit_json(stats.to_dict())

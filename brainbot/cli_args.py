@@ -77,7 +77,12 @@ def _add_index(sub) -> None:
                    help="folders or markdown files to index (again: only what changed)")
     _db_option(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.add_argument("--rebuild", action="store_true", help="start the database from scratch")
+    p.add_argument("--rebuild", action="store_true",
+                   help="start the index over from the folders given (needs them); the old "
+                        "index answers until the new one is complete")
+    p.add_argument("--allow-empty", action="store_true",
+                   help="let --rebuild replace an index holding notes with an empty one "
+                        "(refused otherwise: an empty or mistyped folder)")
     p.add_argument("--prune", action="store_true",
                    help="remove the notes of indexed roots not present on this machine")
     p.add_argument("--precision", choices=["fp32", "int8"], default=None,
@@ -312,7 +317,11 @@ def _add_copy(sub) -> None:
     p.add_argument("--to", dest="target", required=True, metavar="FILE|URL",
                    help="the index to write (must be empty, or pass --replace)")
     p.add_argument("--replace", action="store_true",
-                   help="empty a target that already holds an index first")
+                   help="replace a target that already holds an index (it answers until "
+                        "the copy is complete)")
+    p.add_argument("--allow-empty", action="store_true",
+                   help="let --replace put an index without notes in the place of one that "
+                        "has some (refused otherwise)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func="cmd_copy")
 

@@ -12,12 +12,14 @@ target that holds documents is refused unless ``replace`` is given: then the cop
 written beside the old index (``store.publish()`` puts it in its place once complete; on
 SQLite, ``store/sqlite/rebuild.py``), and a target that is not a brainbot index is refused.
 A copy killed midway leaves the old index (with --replace) or the batches it committed:
-run it again with ``--replace``. The conversations kept beside the source
-(``store/conversations.py``) are read before anything is written and added to the
-target's afterwards, in one transaction. They never fail a copy after the index was
-written (a rerun would then be refused): a target whose conversations cannot be read is
-refused before anything is written, and what still goes wrong (a source whose
-conversations cannot be read, a full disk) is said in ``conversations_note``, a warning.
+run it again with ``--replace``. A source without notes never replaces a target that has
+some unless ``allow_empty`` (EmptyRebuildError, as a rebuild of nothing). The
+conversations kept beside the source (``store/conversations.py``) are read before anything
+is written and added to the target's afterwards, in one transaction. They never fail a
+copy after the index was written (a rerun would then be refused): a target whose
+conversations cannot be read is refused before anything is written, and what still goes
+wrong (a source whose conversations cannot be read, a full disk) is said in
+``conversations_note``, a warning.
 
 Nothing here knows SQL: it only speaks ``store/interface.py``'s interface.
 """
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-from brainbot.errors import InputError, StoreError
+from brainbot.errors import EmptyRebuildError, InputError, StoreError
 from brainbot.store.identity import IndexIdentity
 from brainbot.store.target import open_conversations, open_store, public_target, whereabouts
 
@@ -82,7 +84,7 @@ def refuse_same_index(source, target) -> None:
                          f"generation {stamp_from[1]})")
 
 
-def copy_index(source, target, *, replace: bool = False) -> CopyStats:
+def copy_index(source, target, *, replace: bool = False, allow_empty: bool = False) -> CopyStats:
     """Copy the index at ``source`` to ``target`` (paths or postgresql:// URLs)."""
     refuse_same_index(source, target)
     talks, talks_note = conversations_to_copy(source, target)
@@ -107,6 +109,9 @@ def copy_index(source, target, *, replace: bool = False) -> CopyStats:
                 # roots were indexed as folders
                 for key in ("vault_refresh", "folder_roots"):
                     dst.set_meta(key, src.meta().get(key))
+            old, _ = dst.replaced() or (0, 0)
+            if old and not stats.documents and not allow_empty:
+                raise EmptyRebuildError(dst.target, old, source=src.target)
             dst.publish()  # --replace: the copy takes the old index's place only now
     stats.conversations_note = talks_note
     try:

@@ -21,10 +21,14 @@ are another model's, which the salvage never reuses).
 
 `--rebuild`: the lexical phase writes a new index beside the old one, which readers keep
 answering from; at its end the new one replaces the old whole (``store.publish()``; on
-SQLite a file moved over the path, ``store/sqlite/rebuild.py``), and the semantic phase
-runs on it as on any index. A rebuild stopped or killed before that leaves the old index
-as it was. The old file's vectors are reused by text hash when the same model and
-embedder made them (``store/sqlite/salvage.py``).
+SQLite a file moved over the path, ``store/sqlite/rebuild.py``; on Postgres a schema
+swapped in, ``store/pg/rebuild.py``), and the semantic phase runs on it as on any index.
+A rebuild stopped or killed before that leaves the old index as it was. The old index's
+vectors are reused by text hash when the same model and embedder made them
+(``store/sqlite/salvage.py``). A rebuild never replaces an index holding notes with an
+empty one unless ``allow_empty`` (an empty or mistyped folder, every note ignored or
+unreadable: EmptyRebuildError, the old index kept), and the old index's notes it did not
+carry over count as removed.
 
 Resumable: work is written one batch per transaction, so a killed run keeps every
 committed batch and the next run picks up what is left: the notes not yet written, then
@@ -45,7 +49,7 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from brainbot.errors import IndexStopped, ReadOnlyStoreError
+from brainbot.errors import EmptyRebuildError, IndexStopped, ReadOnlyStoreError
 from brainbot.notes import files as notes
 from brainbot.notes import language
 from brainbot.store.records import NewChunk, NewDocument
@@ -175,7 +179,7 @@ class Indexer:
                  rebuild: bool = False, progress: Callable[[int, int], None] | None = None,
                  stop=None, embed: bool = True,
                  embed_progress: Callable[[int, int], None] | None = None,
-                 workers: int | None = None, model=None):
+                 workers: int | None = None, model=None, allow_empty: bool = False):
         from brainbot.model.records import record
         from brainbot.text.chunking import ChunkParams
 
@@ -197,6 +201,7 @@ class Indexer:
         self.embed = embed  # False: stop after the lexical phase (--no-embed)
         self.workers = workers  # chunking processes; None: every usable core
         self.rebuild = rebuild
+        self.allow_empty = allow_empty  # a rebuild may replace notes with an empty index
         self.store = None
         self.refreshing = False  # an index from before links and tags: fill them for all
         self.dirty = False  # something was written: links may point elsewhere now
@@ -233,13 +238,20 @@ class Indexer:
         store, self.store = self.store, None
         if store is None:
             return
-        try:
-            if exc_type is None:  # a rebuild whose caller did not finish() is complete too
+        refused = None
+        if exc_type is None:  # a rebuild whose caller did not finish() is complete too
+            try:
+                self._settle_replacement(store)
                 store.publish()
+            except BaseException as error:  # the store closes all the same
+                refused = error
+        try:
             store.close()
         except Exception:  # noqa: BLE001
-            if exc_type is None:  # else the error in flight is the one to report
+            if exc_type is None and refused is None:  # else the error in flight is the one
                 raise
+        if refused is not None:
+            raise refused
 
     def _release(self) -> None:
         """Close the store: the writer lock is free while the model runs."""
@@ -313,6 +325,7 @@ class Indexer:
             self.dirty = False
         # every note is written: a rebuild's new index replaces the old one now, so a kill
         # from here on leaves it, partly embedded, never less than a whole index
+        self._settle_replacement(self.store)
         self.store.publish()
         self.stats.lexical_seconds = time.perf_counter() - self.started
         if self.embed:
@@ -325,6 +338,18 @@ class Indexer:
             self.stats.language_note = language_note(self.stats.non_english)
         self.stats.seconds = time.perf_counter() - self.started
         return self.stats
+
+    def _settle_replacement(self, store) -> None:
+        """Before a rebuild replaces the old index: refuse to replace its notes with an
+        empty index (unless ``allow_empty``), and count the old notes it does not carry
+        over as removed."""
+        replaced = store.replaced()
+        if replaced is None:
+            return
+        old, lacking = replaced
+        if old and lacking == old and not self.allow_empty and not store.counts()["documents"]:
+            raise EmptyRebuildError(store.target, old, skipped=self.stats.skipped)
+        self.stats.removed += lacking
 
     def index_documents(self, root: str, docs: Iterable[Document],
                         scope: set[str] | None = None) -> None:

@@ -22,6 +22,9 @@ from dataclasses import asdict, dataclass
 from brainbot.errors import IdentityMismatchError
 
 READER_KEYS = ("model", "model_sha256", "dimension", "analyzer")
+# What makes a vector, given its text: a rebuild reuses an old index's vectors when these
+# match (store/sqlite/salvage.py, store/pg/rebuild.py).
+VECTOR_KEYS = ("model", "model_sha256", "dimension", "tokenizer", "embedder")
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,12 @@ def current(precision: str = "fp32", params=None, model=None) -> IndexIdentity:
     )
 
 
+def same_vectors(meta: dict[str, str], identity: IndexIdentity) -> bool:
+    """Whether the vectors of an index with this ``meta`` were made as ``identity`` makes
+    them, so that each is still the vector of its text."""
+    return all(meta.get(k) == str(getattr(identity, k)) for k in VECTOR_KEYS)
+
+
 def reader_wants(meta: dict[str, str] | None = None) -> dict[str, str]:
     """What a reader needs an index of ``meta`` to match: the record of the model it
     names (the default model's without meta), the analyzer; constants, nothing loaded.
@@ -132,6 +141,9 @@ BATCH_DEPENDENT_INT8 = ":int8:onnx-v1"
 # The first per-token int8 graph: texts padded into batches under an attention mask; one
 # text a run (export version 3) gives other last bits.
 PADDED_INT8 = ":int8:onnx-v2"
+# The chunker before issue 40: an HTML comment ending a section after a block that filled
+# the model's budget became a chunk of its own, which showed nothing.
+LONE_COMMENT_CHUNKER = "chunker3-"
 
 
 def _why(key: str, theirs: str | None) -> str:
@@ -139,6 +151,9 @@ def _why(key: str, theirs: str | None) -> str:
         return "its int8 vectors depend on the texts each was embedded beside"
     if key == "embedder" and (theirs or "").endswith(PADDED_INT8):
         return "its int8 vectors come from an earlier int8 graph, which padded texts into batches"
+    if key == "chunker" and (theirs or "").startswith(LONE_COMMENT_CHUNKER):
+        return ("its chunker made a chunk that shows nothing of a comment ending a section "
+                "after a full block")
     return ""
 
 

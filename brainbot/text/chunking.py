@@ -44,7 +44,9 @@ from .tokens import SPECIAL_TOKENS, TokenCounter, split_long
 
 # Bump when the same input would give different chunks: it is part of the fingerprint.
 # 3: retrieval_text is the visible text (no comments, definitions or link targets).
-CHUNKER_VERSION = "3"
+# 4: a comment ending a section joins the chunk before it even when that chunk's text
+#    left no room for its heading prefix (issue 40; 3 made it a chunk of its own).
+CHUNKER_VERSION = "4"
 # A merged chunk takes the heading path of a part at least this many times larger than
 # the other; otherwise the common ancestor of both.
 DOMINANT_SHARE = 2.0
@@ -362,6 +364,12 @@ class _Packer:
         m = _Piece(p.first, max(p.last, q.last), path, has)
         if self.atoms.end[m.last] - self.atoms.start[m.first] > self.params.max_chars:
             return None
+        if not (self.tokens(p.first, p.last) and self.tokens(q.first, q.last)):
+            # A part with nothing visible (an anchor comment: no tokens) adds nothing to
+            # the other, even to one past its prefix's budget, which the heading glued to
+            # a near-full block lets ride (choose_end): it joins it rather than make a
+            # chunk of its own that shows nothing.
+            return m
         limit = self.budget(path) if has else self.hard
         return m if self.tokens(m.first, m.last) <= limit else None
 
