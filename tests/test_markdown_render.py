@@ -389,6 +389,7 @@ LINEAR = {  # name: the input of size n (characters, or runs of them)
     "emphasis-pairs": lambda n: "*a* " * n,
     # found in the audit of every pattern and loop of markdown.js
     "atx-closing-hashes": lambda n: "# " + "#" * n + "x",
+    "tilde-fence-backtick": lambda n: "~" * n + "`",
     "angle-destination-spaces": lambda n: "[a](<x" + " " * n + "y>)",
     "open-brackets": lambda n: "[" * n,
     "open-wikilinks": lambda n: "[[" * n,

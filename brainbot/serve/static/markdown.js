@@ -35,7 +35,7 @@
   // No pattern here backtracks over a line twice: a note of 10,000 spaces in one line
   // stays linear (a lazy (.*?) before [ \t]*$ did not, nor two [ \t]* that could share a
   // run of spaces, as the delimiter row's pattern had: delimiterRow() reads it by hand).
-  const FENCE = /^( {0,3})(`{3,}|~{3,})([^`]*)$/;
+  const FENCE = /^( {0,3})(`{3,}|~{3,}(?!~))([^`]*)$/;  // (?!~): the info may hold ~
   const ATX = /^ {0,3}(#{1,6})(?:[ \t]|$)/;
   const HR = /^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$/;
   const SETEXT = /^ {0,3}(=+|-+)[ \t]*$/;
