@@ -1,14 +1,15 @@
 // Times brainbot/serve/static/markdown.js under node, for tests/test_markdown_render.py's
 // linearity cases and benchmarks/bench_render_linear.py. Reads on stdin
-//   {cases: [{name, sizes: [[n, src], ...]}], reps, max_ratio, markdown, clock, dom}
+//   {cases: [{name, sizes: [[n, src], ...]}], reps, max_ratio, max_ms, budget_ms,
+//    markdown, clock, dom}
 // and, for each case and size in order, renders src between two renders of a control of
 // plain prose as long (one paragraph of "word "), ``reps`` times: the case's ratio is the
 // median of its time over the mean of the two controls beside it (a slow spell of a
 // shared machine falls on both), its ms and control_ms the least of each. clock "cpu"
 // (the default) is the CPU time of this process (process.cpuUsage): a busy machine's
-// waits are not counted; "wall" is elapsed time. The document builds
-// nothing unless dom is true (then it is render_markdown.js's stand-in): what is timed is
-// the renderer's own work. A case past max_ratio times its control at one size is not run
+// waits are not counted; "wall" is elapsed time. The document builds nothing unless dom
+// is true (then it is render_markdown.js's stand-in): what is timed is the renderer's own
+// work. A case past max_ratio times its control, or past max_ms, at one size is not run
 // at the larger ones, and a render past budget_ms is not repeated (a quadratic case at
 // 64k would take minutes). Prints {node, cases: [{name, sizes: [{n, chars, ms,
 // control_ms, ratio}]}]}.
@@ -22,10 +23,12 @@ const EMPTY = { createElement: () => NONE, createTextNode: () => NONE,
   createDocumentFragment: () => NONE };
 
 // Everything the renderer knows, for the compiler to have seen before anything is timed.
-const WARM = "# Title\n\nSome *em*, **strong**, `code`, [a link](https://x.example/a \"t\"), " +
-  "[[Note#Heading|alias]], <https://x.example>, www.x.example, #tag, &amp; and \\*.\n\n" +
-  "> [!note] Callout\n> quoted\n\n- [ ] a task\n- item\n  1. nested\n\n| a | b |\n|:-|-:|\n" +
-  "| 1 | 2 |\n\n```js\ncode\n```\n\n[ref]: https://x.example/r\n\n[ref] ~~del~~ ==mark==\n";
+const WARM = [
+  "# Title\n\nSome *em*, **strong**, `code`, [a link](https://x.example/a \"t\"),",
+  " [[Note#Heading|alias]], <https://x.example>, www.x.example, #tag, &amp; and \\*.\n\n",
+  "> [!note] Callout\n> quoted\n\n- [ ] a task\n- item\n  1. nested\n\n| a | b |\n|:-|-:|\n",
+  "| 1 | 2 |\n\n```js\ncode\n```\n\n[ref]: https://x.example/r\n\n[ref] ~~del~~ ==mark==\n",
+].join("");
 
 function timer(clock) {
   if (clock === "wall") return () => Number(process.hrtime.bigint()) / 1e6;
@@ -64,7 +67,7 @@ function main(job) {
       }
       const ratio = median(ratios);
       sizes.push({ n, chars: src.length, ms, control_ms: controlMs, ratio });
-      if (job.max_ratio && ratio > job.max_ratio) break;
+      if ((job.max_ratio && ratio > job.max_ratio) || (job.max_ms && ms > job.max_ms)) break;
     }
     out.push({ name: c.name, sizes });
   }
@@ -74,4 +77,6 @@ function main(job) {
 let input = "";
 process.stdin.setEncoding("utf8");
 process.stdin.on("data", (d) => { input += d; });
-process.stdin.on("end", () => { process.stdout.write(JSON.stringify(main(JSON.parse(input)))); });
+process.stdin.on("end", () => {
+  process.stdout.write(JSON.stringify(main(JSON.parse(input))));
+});

@@ -51,7 +51,9 @@
   // A line of spaces and tabs, and a line's leading spaces: read by hand, as they are asked
   // of each line once per list or quote it is in.
   const blank = (line) => {
-    for (let k = 0; k < line.length; k++) if (line[k] !== " " && line[k] !== "\t") return false;
+    for (let k = 0; k < line.length; k++) {
+      if (line[k] !== " " && line[k] !== "\t") return false;
+    }
     return true;
   };
   const indent = (line) => {
@@ -555,7 +557,7 @@
     for (;;) {  // one character, an escape or a (group) at a time
       const c = src[q];
       const end = q >= src.length || c === ")" || SPACE.test(c) ? -1 : c === "\\"
-        ? escape(src, q) : c === "(" ? closing(src, q, ")", true) : q + 1;
+        ? escapeEnd(src, q) : c === "(" ? closing(src, q, ")", true) : q + 1;
       if (end < 0) break;
       if (c === "\"" || c === "'" || c === "(") titles.push(q);
       q = end;
@@ -598,7 +600,7 @@
     for (let q = p + 1; q < src.length;) {
       const c = src[q];
       if (c === close) return q + 1;
-      if (c === "\\") q = escape(src, q);
+      if (c === "\\") q = escapeEnd(src, q);
       else if ((paren && c === "(") || (tight && SPACE.test(c))) return -1;
       else q++;
       if (q < 0) return -1;
@@ -608,15 +610,16 @@
 
   // A backslash and the character after it (any but a line end) at src[p]: where they
   // end, or -1.
-  const escape = (src, p) => (p + 1 < src.length && !LINE_END.test(src[p + 1]) ? p + 2 : -1);
+  const escapeEnd = (src, p) => (p + 1 < src.length && !LINE_END.test(src[p + 1]) ? p + 2
+    : -1);
   const skipSpaces = (src, p) => {
     while (p < src.length && SPACE.test(src[p])) p++;
     return p;
   };
 
   // A run of *, _, ~~ or ==, with CommonMark's flanking rules.
+  const ws = (c) => /\s/u.test(c);
   function delimiter(ch, n, prev, next) {
-    const ws = (c) => /\s/u.test(c);
     const left = !ws(next) && (!PUNCT.test(next) || ws(prev) || PUNCT.test(prev));
     const right = !ws(prev) && (!PUNCT.test(prev) || ws(next) || PUNCT.test(next));
     const open = ch === "_" ? left && (!right || PUNCT.test(prev)) : left;
@@ -654,22 +657,22 @@
       if (next[k] >= 0) prev[next[k]] = prev[k];
       dropRun(k);
     };
-    const bottom = new Map();  // closer kind -> no run below this index opens for it
+    const bottom = new Int32Array(24);  // closer kind: no run below this index opens it
     let floor = 0;  // no run below this index opens for any closer
     for (let ci = runs; ci >= 0; ci = after[ci]) {
       const closer = nodes[ci];
       if (!closer.close) continue;
       while (closer.n > 0) {
-        const kind = `${closer.ch}${closer.open}${closer.n % 3}`;
-        const low = Math.max(floor, bottom.get(kind) || 0);
+        const kind = "*_~=".indexOf(closer.ch) * 6 + (closer.open ? 3 : 0) + closer.n % 3;
+        const low = Math.max(floor, bottom[kind]);
         let oi = before[ci];
         while (oi >= low && !opens(nodes[oi], closer)) oi = before[oi];
-        if (oi < low) { bottom.set(kind, ci); break; }
+        if (oi < low) { bottom[kind] = ci; break; }
         if (wrap(nodes, oi, ci, next, prev) === MAX_NESTING) floor = oi + 1;
         after[oi] = ci;  // the runs between are text inside the new node
         before[ci] = oi;
         if (!nodes[oi].n) unlink(oi);
-        else for (const [key, k] of bottom) if (k > oi) bottom.set(key, oi);  // it changed
+        else for (let k = 0; k < 24; k++) bottom[k] = Math.min(bottom[k], oi);  // look again
       }
       if (!closer.n) unlink(ci);
       else if (!closer.open) dropRun(ci);
