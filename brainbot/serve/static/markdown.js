@@ -903,6 +903,8 @@
     return frag;
   }
 
-  Object.assign(exports, { render, parse, inline, linkTarget, TAGS, ATTRS });
+  // The scanners that replaced patterns, for tests/js/check_scanners.js to hold to them.
+  const scanners = { destination, delimiterRow, lookahead, emphasis, FENCE };
+  Object.assign(exports, { render, parse, inline, linkTarget, TAGS, ATTRS, scanners });
 })(typeof module === "object" && module.exports ? module.exports
   : (globalThis.BrainbotMarkdown = {}));
