@@ -52,7 +52,8 @@ def table(label: str, got: dict) -> str:
     head = f"| {label} ({got['node']}) | " + " | ".join(f"N={s // 1000}k" for s in SIZES)
     rows = [head + " |", "|---" * (len(SIZES) + 1) + "|"]
     for case in got["cases"]:
-        cells = {s["n"]: f"{s['ms']:,.1f} ({s['control_ms']:,.1f})" for s in case["sizes"]}
+        cells = {s["n"]: "fails: " + s["error"].split("\n")[0] if "error" in s
+                 else f"{s['ms']:,.1f} ({s['control_ms']:,.1f})" for s in case["sizes"]}
         rows.append(f"| {case['name']} | " + " | ".join(cells.get(s, "—") for s in SIZES)
                     + " |")
     return "\n".join(rows)

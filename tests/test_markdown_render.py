@@ -450,6 +450,8 @@ def growth(sizes: list[dict]) -> float | None:
 
 def verdict(sizes: list[dict]) -> str:
     """What is wrong with a case's timings, or ""."""
+    if "error" in sizes[-1]:
+        return f"n={sizes[-1]['n']}: {sizes[-1]['error']}"
     worst = max(s["ratio"] for s in sizes)
     g = growth(sizes)
     table = ", ".join(f"n={s['n']}: {s['ms']:.1f} ms / {s['control_ms']:.1f} ms = "
@@ -466,7 +468,7 @@ def timings():
     need_node()
     got = time_render(list(LINEAR))
     narrow = [name for name, sizes in got.items() if verdict(sizes)
-              and max(s["ratio"] for s in sizes) < 2 * MAX_RATIO
+              and "error" not in sizes[-1] and max(s["ratio"] for s in sizes) < 2 * MAX_RATIO
               and (growth(sizes) or 0) < 2 * MAX_GROWTH]
     if narrow:
         got.update(time_render(narrow, reps=9))
