@@ -475,6 +475,7 @@ def timings():
     return got
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", LINEAR)
 def test_rendering_is_linear(timings, name):
     assert not verdict(timings[name]), f"{name}: {verdict(timings[name])}"
@@ -528,6 +529,7 @@ def test_a_table_pads_at_most_four_cells_a_character(out):
     assert got.endswith("</table></div><p>" + "|<br>" * 183 + "|</p>")
 
 
+@pytest.mark.slow
 def test_the_scanners_give_what_the_patterns_they_replaced_gave():
     """Each hand-written scanner of issue 40 against the pattern or loop it replaced,
     kept as an oracle in tests/js/check_scanners.js: every link destination, delimiter row
