@@ -7,10 +7,11 @@ tests/test_markdown_render.py's LINEAR at N = 2k, 8k, 16k, 32k and 64k (the revi
 count runs of their unit: 64k of ``*a* `` is 256 KB; the others characters), through the
 DOM stand-in the tests use (as the review timed it), wall-clock (--clock cpu: CPU time),
 the least of --reps; before and after each render of the input, one of a paragraph of
-"word " as long (the control, in the same process, so the machine's load falls on both). An input whose render passes --max-ms at one size is not run at the
-larger ones (the old renderer took minutes at 64k). --before names an earlier
-markdown.js (e.g. ``git show main:brainbot/serve/static/markdown.js > /tmp/old.js``),
-timed in its own node process right before this tree's.
+"word " as long (the control, in the same process, so the machine's load falls on both).
+An input whose render passes --max-ms at one size is not run at the larger ones (the old
+renderer took minutes at 64k). --before names an earlier markdown.js (e.g. ``git show
+main:brainbot/serve/static/markdown.js > /tmp/old.js``), timed in its own node process
+right before this tree's.
 
 Not measured: a browser's DOM and layout (benchmarks/bench_markdown.py has those, on real
 notes), nor the CPU-time ratios the tests assert on.

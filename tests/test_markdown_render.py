@@ -386,7 +386,7 @@ def padded_table(n: int) -> str:
     return "|a" * c + "|\n" + "|-" * c + "|\n" + "|\n" * c
 
 
-def rep(unit: str, n: int) -> str:
+def repeated(unit: str, n: int) -> str:
     """``unit`` repeated to n characters."""
     return unit * max(1, n // len(unit))
 
@@ -402,32 +402,33 @@ LINEAR = {  # name: the input of size n
     "tilde-fence-backtick": lambda n: "~" * n + "`",
     "angle-destination-spaces": lambda n: "[a](<x" + " " * n + "y>)",
     "open-brackets": lambda n: "[" * n,
-    "open-wikilinks": lambda n: rep("[[", n),
-    "open-images": lambda n: rep("![", n),
+    "open-wikilinks": lambda n: repeated("[[", n),
+    "open-images": lambda n: repeated("![", n),
     "backtick-runs": backtick_runs,
     "backtick-runs-in-labels": lambda n: backtick_runs(n, "["),
-    "reference-labels": lambda n: rep("[a][", n),
-    "nested-brackets": lambda n: rep("[" * 500 + "]" * 500, n),
-    "nested-brackets-a-reference": lambda n: "[x]: /u\n\n" + rep("[" * 500 + "a" + "]" * 500, n),
-    "strong-pairs": lambda n: rep("**a** ", n),
-    "mixed-runs": lambda n: rep("*_", n),
-    "unmatched-closers": lambda n: rep("a* ", n),
-    "unmatched-openers": lambda n: rep(" *a", n),
+    "reference-labels": lambda n: repeated("[a][", n),
+    "nested-brackets": lambda n: repeated("[" * 500 + "]" * 500, n),
+    "nested-brackets-a-reference": lambda n: "[x]: /u\n\n"
+    + repeated("[" * 500 + "a" + "]" * 500, n),
+    "strong-pairs": lambda n: repeated("**a** ", n),
+    "mixed-runs": lambda n: repeated("*_", n),
+    "unmatched-closers": lambda n: repeated("a* ", n),
+    "unmatched-openers": lambda n: repeated(" *a", n),
     "padded-table": padded_table,
-    "wide-table-row": lambda n: rep("|a", n // 2) + "|\n" + rep("|-", n // 2) + "|\n",
-    "table-lines": lambda n: rep("a|\n", n),
-    "deep-quotes": lambda n: rep("> ", n) + "x",
-    "deep-lists": lambda n: rep("1. ", n) + "x",
+    "wide-table-row": lambda n: repeated("|a", n // 2) + "|\n" + repeated("|-", n // 2) + "|\n",
+    "table-lines": lambda n: repeated("a|\n", n),
+    "deep-quotes": lambda n: repeated("> ", n) + "x",
+    "deep-lists": lambda n: repeated("1. ", n) + "x",
     # a line is read once a list or quote it is in, MAX_NESTING (40) at most: lazy and
     # blank lines inside forty lists cost about 40x plain prose, whatever their number
-    "nested-lazy-lines": lambda n: "- " * 40 + "a\n" + rep("b\n", n),
+    "nested-lazy-lines": lambda n: "- " * 40 + "a\n" + repeated("b\n", n),
     "nested-blank-lines": lambda n: "".join("  " * d + "- a\n" for d in range(40))
     + "\n" * n + "  " * 40 + "b",
-    "unclosed-titles": lambda n: rep('[a](x "', n),
+    "unclosed-titles": lambda n: repeated('[a](x "', n),
     "tag-digits": lambda n: " #" + "1" * n,
-    "escaped-backticks": lambda n: rep("\\``", n),
-    "entity-starts": lambda n: rep("&#1", n),
-    "autolink-starts": lambda n: rep("<a:", n),
+    "escaped-backticks": lambda n: repeated("\\``", n),
+    "entity-starts": lambda n: repeated("&#1", n),
+    "autolink-starts": lambda n: repeated("<a:", n),
 }
 
 
@@ -458,7 +459,7 @@ def verdict(sizes: list[dict]) -> str:
                       f"{s['ratio']:.1f}x" for s in sizes)
     if worst > MAX_RATIO:
         return f"{worst:.0f}x plain prose (at most {MAX_RATIO:.0f}x): {table}"
-    if g > MAX_GROWTH and sizes[-1]["ratio"] > 2:
+    if g is not None and g > MAX_GROWTH and sizes[-1]["ratio"] > 2:
         return f"its ratio to plain prose grew {g:.2f}x from N to 4N: {table}"
     return ""
 
