@@ -36,7 +36,7 @@ import hashlib
 import time
 from collections.abc import Callable, Iterable
 from contextlib import closing, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from brainbot.errors import IndexStopped, ReadOnlyStoreError
@@ -45,6 +45,7 @@ from brainbot.notes import language
 from brainbot.store.records import NewChunk, NewDocument
 from brainbot.store.target import open_store, recorded_precision
 from brainbot.text import documents, lexical
+from brainbot.text.analyzers import LANGUAGES_KEY
 from brainbot.text.documents import Chunked, Document
 
 from .freshness import stat_vouches
@@ -186,6 +187,8 @@ class Indexer:
         self.stats = IndexStats()
         self.store = None
         self.refreshing = False  # an index from before links and tags: fill them for all
+        self.analyzer = ""  # the BM25 analyzer it writes with (__enter__: _analyzer)
+        self.languages: set[str] = set()  # those the index's chunks were analysed in
         self.dirty = False  # something was written: links may point elsewhere now
         self.stop = stop  # a threading.Event: set, the run ends before its next transaction
 
@@ -197,17 +200,34 @@ class Indexer:
 
             self.precision = recorded_precision(self.target) or DEFAULT_PRECISION
             self.identity = current(self.precision, self.params)
+        self.analyzer = self._analyzer()
+        self.identity = replace(self.identity, analyzer=self.analyzer)
         self.store = open_store(self.target, write=True, identity=self.identity,
                                 rebuild=self.rebuild)
         try:
             self.store.record_identity(self.identity)
-            self.refreshing = self.store.meta().get("vault_refresh") == "1"
+            meta = self.store.meta()
+            self.refreshing = meta.get("vault_refresh") == "1"
+            self.languages = set(filter(None, meta.get(LANGUAGES_KEY, "").split(",")))
         except BaseException:
             self.store.close()
             self.store = None
             raise
         self.started = time.perf_counter()
         return self
+
+    def _analyzer(self) -> str:
+        """The BM25 analyzer this run writes with: the one the index records when it is
+        the English-only one from before per-language analysis (its notes keep the terms
+        they have, and its queries the English analysis that finds them; a --rebuild
+        analyses each note in its language), else this code's."""
+        from brainbot.store.target import recorded_meta
+        from brainbot.text.analyzers import VERSION
+
+        if not self.rebuild and recorded_meta(self.target).get("analyzer") == \
+                lexical.ANALYZER_VERSION:
+            return lexical.ANALYZER_VERSION
+        return VERSION
 
     def __exit__(self, exc_type, *exc) -> None:
         store, self.store = self.store, None
@@ -443,7 +463,7 @@ class Indexer:
 
         stages = self.stats.stages
         chunked = chunk_in_order(items, to_chunk, self.params, counter=self.counter,
-                                 workers=self.workers, analyze=True)
+                                 workers=self.workers, analyze=self.analyzer)
         with closing(chunked):
             while True:  # the wait for each result is the chunk stage, less its reading
                 start, read = time.perf_counter(), stages["read"]
@@ -516,6 +536,17 @@ class Indexer:
                 if prior:
                     self.store.delete_documents([prior.id])
                 self.store.add_document(_new_document(item, vectors))
+            self._record_languages(pending.batch)
+
+    def _record_languages(self, batch: list[Chunked]) -> None:
+        """Add the languages this batch's chunks were analysed in to the index's meta
+        (``LANGUAGES_KEY``): a query is analysed in those it may be in. The set only
+        grows (a language whose notes left costs a query a few unmatched terms); a
+        rebuild starts it anew."""
+        seen = {lang for item in batch for *_, lang in _analysis(item)}
+        if not seen <= self.languages:
+            self.languages |= seen
+            self.store.set_meta(LANGUAGES_KEY, ",".join(sorted(self.languages)))
 
     def _check_stop(self) -> None:
         if self.stop is not None and self.stop.is_set():
@@ -532,21 +563,20 @@ def language_note(share: float) -> str:
 
 
 def _analysis(item: Chunked) -> list[tuple]:
-    """(terms, length, english) of each chunk: from the chunking worker, or computed."""
-    if item.lexical is not None:
-        return item.lexical
-    return [(*lexical.term_frequencies(c.retrieval_text),
-             language.looks_english(c.retrieval_text)) for c in item.chunks]
+    """(terms, length, english, language) of each chunk, as the chunking step analysed
+    it (``_chunked`` asks it to, in the index's analyzer)."""
+    assert item.lexical is not None, "chunked without analysis"
+    return item.lexical
 
 
 def _english(item: Chunked) -> list[bool]:
-    return [english for _, _, english in _analysis(item)]
+    return [english for _, _, english, _ in _analysis(item)]
 
 
 def _new_document(item: Chunked, vectors: dict) -> NewDocument:
     doc = item.doc
     chunks = []
-    for c, (terms, length, english) in zip(item.chunks, _analysis(item), strict=True):
+    for c, (terms, length, english, _) in zip(item.chunks, _analysis(item), strict=True):
         h = _sha256_text(c.retrieval_text)
         chunks.append(NewChunk(c, h, vectors.get(h), terms, length, english))
     return NewDocument(doc.root, doc.relpath, doc.sha256, doc.size, doc.mtime_ns, item.title,

@@ -1,17 +1,24 @@
-"""Which script and language a text is in: enough to know when the English model's
-vectors cannot be trusted.
+"""Which script and language a text is in: the language whose analyzer BM25 uses for a
+note, the languages a query may be in, and whether the English model's vectors can be
+trusted.
 
-all-MiniLM-L6-v2 was trained on English; on Chinese, Japanese or Korean text its vectors
-are weak, so hybrid search leans on BM25 for a query written mostly in those scripts, and
-``brainbot index`` warns when many notes look non-English. The check is deliberately
-small: the share of letters in CJK scripts, and for Latin text the rate of the commonest
-English words (a German or French note has letters like English but few of its words).
-It does not name languages.
+Two checks, both small and deterministic. The script: the share of letters in CJK scripts
+(kana make it Japanese, Hangul Korean, ideographs alone Chinese) or in Cyrillic (Russian).
+For Latin text, the words of each language's Snowball stop list (``stopwords/``), each
+word counting 1 / (the number of lists holding it), so "und" speaks for German alone and
+"de" barely for anyone; a language is named only when its evidence is enough and well
+ahead of the next one's, and otherwise the text is "too short to tell" (None), which
+the caller settles (a chunk takes its note's language, a note English). ``looks_english``
+is the older, coarser check the index's language note and its model choice use.
+
+It names languages; it does not stem, split or index anything (text/analyzers.py does).
 """
 
 from __future__ import annotations
 
 import re
+from functools import cache
+from pathlib import Path
 
 # The characters of Chinese, Japanese and Korean writing, as a regex class body: the one
 # definition that the script check here and the BM25 analyzer (text/lexical.py) share.
@@ -58,3 +65,106 @@ def looks_english(text: str) -> bool:
     if len(words) < MIN_WORDS:
         return True
     return sum(w in ENGLISH_COMMON for w in words) / len(words) >= ENGLISH_MIN_RATE
+
+
+# -- naming the language ---------------------------------------------------------------
+
+# The languages with a Snowball stop list (stopwords/<code>.txt) that the Latin check can
+# name: Danish, German, English, Spanish, Finnish, French, Hungarian, Indonesian, Italian,
+# Dutch, Norwegian, Portuguese, Swedish. Irish's list is left out of the check (its "a",
+# "an", "is", "in" would speak against English); Russian is named by its script.
+LATIN_LANGUAGES = ("da", "de", "en", "es", "fi", "fr", "hu", "id", "it", "nl", "no", "pt",
+                   "sv")
+CJK_LANGUAGES = ("zh", "ja", "ko")
+LANGUAGES = (*LATIN_LANGUAGES, "ru", *CJK_LANGUAGES)
+_STOP_DIR = Path(__file__).with_name("stopwords")
+_LATIN_WORD = re.compile(r"[^\W\d_]+")
+_KANA = re.compile("[\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f]")
+_HANGUL = re.compile("[\u1100-\u11ff\u3130-\u318f\ua960-\ua97f\uac00-\ud7ff\uffa0-\uffdc]")
+_CYRILLIC = re.compile("[\u0400-\u04ff]")
+# Japanese prose is 40-70 % kana; Chinese holds none but a stray の in a name. A CJK text
+# whose CJK letters are at least this share kana is Japanese.
+JA_KANA_SHARE = 0.1
+# Of CJK letters, the share of Hangul past which a text is Korean.
+KO_HANGUL_SHARE = 0.5
+# A Latin text is named only when its best language has at least MIN_EVIDENCE (in
+# exclusive stop words: "und" 1, "die" 1/2) and MARGIN times the runner-up's.
+MIN_EVIDENCE = 2.0
+MARGIN = 2.0
+# A query is a few words: one exclusive stop word ("ich", "the") names its language
+# when nothing else speaks as loud.
+QUERY_MIN_EVIDENCE = 1.0
+
+
+@cache
+def stop_words(lang: str) -> frozenset[str]:
+    """The Snowball stop list of ``lang`` (empty for a language without one)."""
+    path = _STOP_DIR / f"{lang}.txt"
+    if not path.is_file():
+        return frozenset()
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return frozenset(w for w in lines if w and not w.startswith("#"))
+
+
+@cache
+def _word_weights() -> dict[str, dict[str, float]]:
+    """stop word -> {language: 1 / the number of Latin lists holding the word}."""
+    owners: dict[str, list[str]] = {}
+    for lang in LATIN_LANGUAGES:
+        for word in stop_words(lang):
+            owners.setdefault(word, []).append(lang)
+    return {w: {lang: 1 / len(langs) for lang in langs} for w, langs in owners.items()}
+
+
+def latin_evidence(text: str) -> dict[str, float]:
+    """Language -> the weight of its stop words in ``text`` (languages with none left out)."""
+    weights = _word_weights()
+    out: dict[str, float] = {}
+    for word in _LATIN_WORD.findall(text.lower()):
+        for lang, w in weights.get(word, {}).items():
+            out[lang] = out.get(lang, 0.0) + w
+    return out
+
+
+def script_language(text: str) -> str | None:
+    """The language a text's script names: "ja", "ko" or "zh" for text mostly in CJK
+    scripts, "ru" for text mostly Cyrillic; None for anything else (Latin, too few
+    letters)."""
+    letters = len(_LETTER.findall(text))
+    if not letters:
+        return None
+    cjk = len(_CJK.findall(text))
+    if cjk / letters >= CJK_MIN_SHARE:
+        if len(_HANGUL.findall(text)) >= KO_HANGUL_SHARE * cjk:
+            return "ko"
+        return "ja" if len(_KANA.findall(text)) >= JA_KANA_SHARE * cjk else "zh"
+    if len(_CYRILLIC.findall(text)) / letters >= 0.5:
+        return "ru"
+    return None
+
+
+def detect(text: str, min_evidence: float = MIN_EVIDENCE) -> str | None:
+    """The language ``text`` is written in, or None when it is too short to tell."""
+    by_script = script_language(text)
+    if by_script is not None:
+        return by_script
+    ranked = sorted(latin_evidence(text).items(), key=lambda kv: (-kv[1], kv[0]))
+    if not ranked or ranked[0][1] < min_evidence:
+        return None
+    if len(ranked) > 1 and ranked[0][1] < MARGIN * ranked[1][1]:
+        return None
+    return ranked[0][0]
+
+
+def plausible(text: str, among: tuple[str, ...] | list[str]) -> list[str]:
+    """The languages of ``among`` that ``text`` (a query, often a few words) may be in:
+    the one it is detected as, when ``among`` holds it; else those its script allows
+    (CJK languages for CJK text, the others for the rest), most evidence first. Never
+    empty while ``among`` is not."""
+    named = detect(text, QUERY_MIN_EVIDENCE)
+    if named in among:
+        return [named]
+    cjk = mostly_cjk(text)
+    fits = [lang for lang in among if (lang in CJK_LANGUAGES) == cjk] or list(among)
+    evidence = latin_evidence(text)
+    return sorted(fits, key=lambda lang: (-evidence.get(lang, 0.0), lang))

@@ -63,7 +63,7 @@ def current(precision: str = "fp32", params=None) -> IndexIdentity:
     """The identity of this code: model, tokenizer, chunker, analyzer, embedder."""
     from brainbot.model import files as model
     from brainbot.model.embed import Embedder
-    from brainbot.text import lexical
+    from brainbot.text import analyzers
     from brainbot.text.chunking import ChunkParams
 
     params = params or ChunkParams()
@@ -73,7 +73,7 @@ def current(precision: str = "fp32", params=None) -> IndexIdentity:
         dimension=model.DIMENSION,
         tokenizer=model.FILES["tokenizer.json"][:16],
         chunker=params.fingerprint(),
-        analyzer=lexical.ANALYZER_VERSION,
+        analyzer=analyzers.VERSION,
         embedder=Embedder(precision=precision).fingerprint,
     )
 
@@ -81,10 +81,10 @@ def current(precision: str = "fp32", params=None) -> IndexIdentity:
 def reader_wants() -> dict[str, str]:
     """What a reader needs an index to match: constants, nothing loaded."""
     from brainbot.model import files as model
-    from brainbot.text import lexical
+    from brainbot.text import analyzers
 
     return {"model": model.MODEL_ID, "model_sha256": model.weights_sha256(),
-            "dimension": str(model.DIMENSION), "analyzer": lexical.ANALYZER_VERSION}
+            "dimension": str(model.DIMENSION), "analyzer": analyzers.VERSION}
 
 
 def _recorded(meta: dict[str, str], key: str) -> str | None:
@@ -104,9 +104,17 @@ def check(meta: dict[str, str], target, *, writer: IndexIdentity | None = None) 
         if key == "fingerprint":
             continue
         theirs = _recorded(meta, key)
-        if theirs != ours:
+        if theirs != ours and not (key == "analyzer" and writer is None and _readable(theirs)):
             raise IdentityMismatchError(target, key, "none" if theirs is None else theirs, ours,
                                         _why(key, theirs))
+
+
+def _readable(analyzer: str | None) -> bool:
+    """Whether a reader can query an index of ``analyzer`` (an older one whose queries
+    it analyses as that index's notes were: text/analyzers.READABLE)."""
+    from brainbot.text import analyzers
+
+    return analyzer in analyzers.READABLE
 
 
 # The fingerprint of int8 vectors before issue #33: onnxruntime's dynamic quantization,

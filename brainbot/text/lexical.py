@@ -90,16 +90,34 @@ def cjk_grams(run: str, sizes: tuple[int, ...] | None = None) -> list[str]:
     return out or [run]
 
 
-def analyze(text: str) -> list[str]:
-    """Text to index terms, in order (repeats kept)."""
-    out = []
+def tokens(text: str) -> list[str]:
+    """The lowercased tokens of ``text``: runs of CJK characters (halfwidth forms made
+    fullwidth) and runs of other word characters, in order."""
     if _HALFWIDTH.search(text):
         text = _HALFWIDTH.sub(lambda m: unicodedata.normalize("NFKC", m.group()), text)
-    for token in _TOKEN.findall(text.lower()):
+    return _TOKEN.findall(text.lower())
+
+
+def is_cjk_run(token: str) -> bool:
+    return _CJK_RUN.match(token) is not None
+
+
+def english_term(token: str) -> str:
+    """One non-CJK token's English term: "" for a stop word, an over-long token, or one
+    that folds to nothing."""
+    if len(token) > MAX_TERM_CHARS or token in STOP_WORDS:
+        return ""
+    return _normalise(token)
+
+
+def analyze(text: str) -> list[str]:
+    """Text to index terms, in order (repeats kept): the English analyzer."""
+    out = []
+    for token in tokens(text):
         if _CJK_RUN.match(token):
             out.extend(cjk_grams(token))
-        elif len(token) <= MAX_TERM_CHARS and token not in STOP_WORDS:
-            term = _normalise(token)
+        elif len(token) <= MAX_TERM_CHARS and token not in STOP_WORDS:  # english_term,
+            term = _normalise(token)  # inlined: this loop is the lexical phase's hot path
             if term:
                 out.append(term)
     return out

@@ -1,0 +1,59 @@
+"""How much hybrid search trusts the vector leg: by the index's model and the language.
+
+An embedding model is only as good as its training languages: all-MiniLM-L6-v2 was
+trained on English, and its vectors of German or Japanese text rank little better than
+chance (MIRACL nDCG@10 8.8), so fusing them at full weight pulled hybrid below BM25 alone
+(issue 41). Hybrid weighs its vector leg by ``VECTOR_WEIGHTS[model][language]`` ("*": any
+other language), each measured on the tuning question sets (benchmarks/bench_languages.py)
+and reported on the test sets; a model not in the table is trusted everywhere.
+
+The languages are the query's own when it can be told (its script, or its stop words)
+and it is one the index holds: those are the notes that answer it. A query in a language
+the index does not hold (an English question over German notes) takes the lowest weight
+of its own and the index's languages of its script: the model must match across them. A
+query too short to tell takes the index's languages of its script.
+
+This module only picks weights; the fusion itself is the kernel's (``kernel.fuse``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from brainbot.notes import language
+
+DEFAULT = "*"
+# (bm25, vector) weights of reciprocal rank fusion; the bm25 leg always weighs 1.
+# all-MiniLM-L6-v2: English 1 (the NFCorpus setting, README "Retrieval quality"). CJK 0:
+# benchmarks/bench_cjk.py, hybrid hit@5 / MRR on examples/questions-cjk.jsonl with
+# vector weights 1, 0.5, 0.25, 0: 0.855 / 0.679, 0.952 / 0.785, 0.968 / 0.855,
+# 1.000 / 0.973 (= bm25 alone); any weight on the vector leg only hurt. The other
+# languages' weight: see "*".
+VECTOR_WEIGHTS: dict[str, dict[str, float]] = {
+    "sentence-transformers/all-MiniLM-L6-v2": {
+        "en": 1.0, "zh": 0.0, "ja": 0.0, "ko": 0.0, DEFAULT: 0.5,
+    },
+}
+
+
+def weight_of(model: str | None, lang: str) -> float:
+    """The vector leg's weight for ``lang`` under ``model`` (1 for a model not listed)."""
+    table = VECTOR_WEIGHTS.get(model or "", {})
+    return table.get(lang, table.get(DEFAULT, 1.0))
+
+
+def query_languages(query: str, index_languages: Sequence[str]) -> list[str]:
+    """The languages whose weights a query's fusion takes (see the module docstring)."""
+    among = tuple(index_languages)
+    own = language.detect(query, language.QUERY_MIN_EVIDENCE)
+    if own is None or own in among:
+        return language.plausible(query, among) if among else ["en"]
+    cjk = own in language.CJK_LANGUAGES
+    return [own, *(lang for lang in among if (lang in language.CJK_LANGUAGES) == cjk)]
+
+
+def vector_weight(model: str | None, query: str, index_languages: Sequence[str]) -> float:
+    """The vector leg's weight for ``query`` on an index of ``model`` holding notes of
+    ``index_languages``: the lowest of those languages' weights."""
+    langs = query_languages(query, index_languages)
+    return min(weight_of(model, lang) for lang in langs)

@@ -1,0 +1,163 @@
+"""BM25 analysis per language: a text's terms in the language it is written in, and a
+query's terms in every language the index holds that the query may be in.
+
+English is ``lexical.analyze``, untouched (Lucene's English stop words, ASCII folding and
+the Porter stemmer: what Pyserini's baselines use), and so is every text whose language
+cannot be told. A Latin or Cyrillic language with a Snowball stemmer is analysed the same
+way with its own pieces: lowercase, its Snowball stop list (``notes/stopwords``), its
+Snowball stemmer (PyStemmer), then accents folded off the stem, so that a query typed
+without them ("cafe", "Kuchenabfalle") still matches; German compounds get extra terms
+(``text/compounds.py``). Chinese, Japanese and Korean runs go to ``text/cjk.py``; Latin
+words inside them are analysed as English.
+
+A note's chunks are analysed in the note's language unless a chunk is clearly in another
+one (``chunk_languages``). Terms of all languages share one vocabulary: "python" is the
+same term in an English and a German note, so a code word finds both.
+
+This module does not score, store or detect (``notes/language.py`` detects).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from functools import lru_cache
+
+import Stemmer
+
+from brainbot.notes import language
+
+from . import cjk, compounds, lexical
+
+# The Snowball algorithm (PyStemmer's name) of each language analysed with one; English
+# keeps Porter (lexical.py), the CJK languages text/cjk.py.
+SNOWBALL = {"da": "danish", "de": "german", "es": "spanish", "fi": "finnish",
+            "fr": "french", "hu": "hungarian", "id": "indonesian", "it": "italian",
+            "nl": "dutch", "no": "norwegian", "pt": "portuguese", "ru": "russian",
+            "sv": "swedish"}
+ENGLISH = "en"
+# The analyzer an index records (store/identity.py): English terms are those of
+# lexical.ANALYZER_VERSION exactly; "lang1" adds the per-language analysis of this module.
+VERSION = f"{lexical.ANALYZER_VERSION}+lang1"
+
+# The meta entry listing the languages an index's chunks were analysed in ("de,en").
+LANGUAGES_KEY = "languages"
+# The analyzers an index may record that this code reads: its own, and the English-only
+# one before it (that index's queries are analysed in English, as its notes were).
+READABLE = (VERSION, lexical.ANALYZER_VERSION)
+
+_local = threading.local()  # PyStemmer's stemmers are not safe to share across threads
+
+
+def _stemmer(lang: str) -> Stemmer.Stemmer:
+    cache = getattr(_local, "stemmers", None)
+    if cache is None:
+        cache = _local.stemmers = {}
+    if lang not in cache:
+        cache[lang] = Stemmer.Stemmer(SNOWBALL[lang])
+    return cache[lang]
+
+
+@lru_cache(maxsize=1 << 18)
+def _snowball_term(token: str, lang: str) -> str:
+    """One lowercased token of ``lang`` to its term: stemmed (not a token holding a
+    digit: numbers and identifiers stay whole, as in English), accents folded off."""
+    if lang == "ru":
+        token = token.replace("ё", "е")  # the stop list and the stemmer spell it so
+    if not any(c.isdigit() for c in token):
+        token = _stemmer(lang).stemWord(token)
+    return lexical.fold(token)
+
+
+def snowball_terms(text: str, lang: str) -> list[str]:
+    """Terms of ``text`` in a language with a Snowball stemmer (``SNOWBALL``)."""
+    stop = language.stop_words(lang)
+    out: list[str] = []
+    for token in lexical.tokens(text):
+        if lexical.is_cjk_run(token):
+            out.extend(lexical.cjk_grams(token))
+        elif len(token) <= lexical.MAX_TERM_CHARS and token not in stop:
+            term = _snowball_term(token, lang)
+            if term:
+                out.append(term)
+    return out
+
+
+def analyze_as(text: str, lang: str | None) -> list[str]:
+    """The terms of ``text`` analysed as ``lang`` (None or an unknown code: English)."""
+    if lang in SNOWBALL:
+        return snowball_terms(text, lang)
+    if lang in cjk.LANGUAGES:
+        return cjk.terms(text, lang)
+    return lexical.analyze(text)
+
+
+def index_terms(text: str, lang: str | None) -> tuple[Counter, int]:
+    """Term -> count for one chunk analysed as ``lang``, and its BM25 length (its word
+    terms: the extra terms of compounds do not lengthen it)."""
+    terms = analyze_as(text, lang)
+    counts = Counter(terms)
+    extra = compounds.index_extra(terms, lang)
+    if extra:
+        counts.update(extra)
+    return counts, len(terms)
+
+
+def chunk_languages(note_text: str, chunks: Sequence[str]) -> list[str]:
+    """The language each chunk is analysed in: the note's (English when the note is too
+    short to tell), unless the chunk's own text names another language."""
+    note = language.detect(note_text) or ENGLISH
+    return [language.detect(text) or note for text in chunks]
+
+
+def query_terms(text: str, among: Sequence[str]) -> Counter:
+    """A query's terms, weighted, analysed in each language of ``among`` (the index's
+    languages) it may be in. A term found by several analyses counts once, at its highest
+    weight; a stop word of any of those languages is no term, whichever analysis kept it
+    (English keeps "ich", German drops it). An index of English alone gets exactly
+    ``lexical.query_terms``."""
+    langs = language.plausible(text, tuple(among)) if among else [ENGLISH]
+    if langs == [ENGLISH]:
+        return lexical.query_terms(text)
+    stops = _query_stops(tuple(langs))
+    out: Counter = Counter()
+    for lang in langs:
+        counts = Counter(analyze_as(text, lang))
+        counts.update(compounds.query_extra(list(counts), lang))
+        for term, n in counts.items():
+            if term not in stops and n > out.get(term, 0):
+                out[term] = n
+    return out
+
+
+@lru_cache(maxsize=64)
+def _query_stops(langs: tuple[str, ...]) -> frozenset[str]:
+    out: set[str] = set()
+    for lang in langs:
+        words = lexical.STOP_WORDS if lang == ENGLISH else language.stop_words(lang)
+        out |= {lexical.fold(w) for w in words} | set(words)
+    return frozenset(out)
+
+
+def note_analysis(note_text: str, chunks: Sequence[str],
+                  version: str = VERSION) -> list[tuple[Counter, int, bool, str]]:
+    """(terms, BM25 length, looks English, language analysed in) of each chunk of a note,
+    as the index's analyzer ``version`` wants: this module's (each chunk in its language)
+    or an index's from before it (``lexical.ANALYZER_VERSION``: every chunk English)."""
+    if version == VERSION:
+        langs = chunk_languages(note_text, chunks)
+    elif version == lexical.ANALYZER_VERSION:
+        langs = [ENGLISH] * len(chunks)
+    else:
+        raise ValueError(f"unknown analyzer {version!r}")
+    return [(*index_terms(text, lang), language.looks_english(text), lang)
+            for text, lang in zip(chunks, langs)]
+
+
+def index_languages(meta: dict[str, str]) -> tuple[str, ...]:
+    """The languages an index's chunks were analysed in, which its queries are analysed
+    in: English alone for an index of the English-only analyzer or with nothing yet."""
+    if meta.get("analyzer") != VERSION:
+        return (ENGLISH,)
+    return tuple(sorted(filter(None, meta.get(LANGUAGES_KEY, "").split(",")))) or (ENGLISH,)

@@ -1,0 +1,103 @@
+"""Chinese, Japanese and Korean text to BM25 terms, each by its own rules.
+
+The English analyzer (``lexical.analyze``) cuts every run of CJK characters into single
+characters and overlapping bigrams (Lucene's CJKBigramFilter with unigrams). That suits
+Chinese, but in Japanese the same grams are mostly grammar: hiragana particles and
+endings (の, は, です, ますか) are in every sentence, and a question ending in できますか
+matched FAQ sections on their endings (issue 41). So a Japanese run is first cut where the
+script changes (kanji, hiragana, katakana: a word rarely spans the change except at its
+inflected ending), and each piece is treated by its script (``JapaneseRules``): kanji and
+katakana as characters and bigrams, hiragana by ``hiragana`` (kept, bigrams only, or
+dropped). Chinese gets the English analyzer's grams, without the single characters of
+its commonest function words (``ZH_FUNCTION``) when ``ZH_DROP_FUNCTION`` says so. Korean
+words are space-separated syllable runs with their particles attached; it keeps the
+English analyzer's grams.
+
+Latin words inside a CJK text are analysed as English. This module does not detect the
+language (``notes/language.py``) and scores nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from . import lexical
+
+LANGUAGES = ("zh", "ja", "ko")
+
+_SCRIPT = re.compile(
+    "(?P<kanji>[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3005\u3006\u30f6"
+    "\U00020000-\U0003ffff]+)"
+    "|(?P<hiragana>[\u3040-\u309f]+)"
+    "|(?P<katakana>[\u30a0-\u30ff\u31f0-\u31ff]+)"
+    "|(?P<other>[^\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+    "\U00020000-\U0003ffff]+)")
+
+
+@dataclass(frozen=True)
+class JapaneseRules:
+    """How a Japanese run becomes terms; each choice measured in benchmarks/bench_cjk.py."""
+
+    split_scripts: bool = True  # no gram crosses a change of script
+    hiragana: str = "bigrams"  # "grams" (characters and bigrams) | "bigrams" | "drop"
+    katakana: tuple[int, ...] = (1, 2)  # gram sizes of a katakana piece
+    kanji: tuple[int, ...] = (1, 2)  # gram sizes of a kanji piece
+
+
+JAPANESE = JapaneseRules()
+# Chinese function characters (particles, the copula, pronouns, question words): in every
+# sentence, they match everything as single characters. Their bigrams are kept.
+ZH_FUNCTION = frozenset("的了是在和与或也都就而及吗呢吧啊么什怎哪这那我你他她它们有个")
+ZH_DROP_FUNCTION = True
+
+
+def terms(text: str, lang: str) -> list[str]:
+    """The terms of ``text`` analysed as Chinese ("zh"), Japanese ("ja") or Korean."""
+    out: list[str] = []
+    for token in lexical.tokens(text):
+        if not lexical.is_cjk_run(token):
+            term = lexical.english_term(token)
+            if term:
+                out.append(term)
+        elif lang == "ja":
+            out.extend(japanese_grams(token, JAPANESE))
+        elif lang == "zh" and ZH_DROP_FUNCTION:
+            out.extend(g for g in lexical.cjk_grams(token) if g not in ZH_FUNCTION)
+        else:
+            out.extend(lexical.cjk_grams(token))
+    return out
+
+
+def japanese_grams(run: str, rules: JapaneseRules) -> list[str]:
+    """The terms of one run of CJK characters in a Japanese text."""
+    if not rules.split_scripts:
+        return _hiragana_filtered(lexical.cjk_grams(run), rules)
+    out: list[str] = []
+    for m in _SCRIPT.finditer(run):
+        piece, script = m.group(), m.lastgroup
+        if script == "hiragana":
+            if rules.hiragana == "grams":
+                out.extend(lexical.cjk_grams(piece))
+            elif rules.hiragana == "bigrams" and len(piece) >= 2:
+                out.extend(lexical.cjk_grams(piece, (2,)))
+        elif script == "katakana":
+            out.extend(lexical.cjk_grams(piece, rules.katakana))
+        elif script == "kanji":
+            out.extend(lexical.cjk_grams(piece, rules.kanji))
+        else:  # Hangul or another CJK block inside Japanese text
+            out.extend(lexical.cjk_grams(piece))
+    return out
+
+
+def _hiragana_filtered(grams: list[str], rules: JapaneseRules) -> list[str]:
+    """Grams of an unsplit run, less the hiragana-only ones the rules leave out."""
+    if rules.hiragana == "grams":
+        return grams
+    keep_pairs = rules.hiragana == "bigrams"
+    return [g for g in grams
+            if not _all_hiragana(g) or (keep_pairs and len(g) >= 2)]
+
+
+def _all_hiragana(gram: str) -> bool:
+    return all("\u3040" <= c <= "\u309f" for c in gram)
