@@ -33,7 +33,9 @@ indexes into SQLite and Postgres alike. It does not rank or answer anything.
 from __future__ import annotations
 
 import hashlib
+import json
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field, replace
@@ -45,7 +47,7 @@ from brainbot.notes import language
 from brainbot.store.records import NewChunk, NewDocument
 from brainbot.store.target import open_store, recorded_precision
 from brainbot.text import documents, lexical
-from brainbot.text.analyzers import LANGUAGES_KEY
+from brainbot.text.analyzers import LANGUAGES_KEY, VERSION, recorded_languages
 from brainbot.text.documents import Chunked, Document
 
 from .freshness import stat_vouches
@@ -188,7 +190,7 @@ class Indexer:
         self.store = None
         self.refreshing = False  # an index from before links and tags: fill them for all
         self.analyzer = ""  # the BM25 analyzer it writes with (__enter__: _analyzer)
-        self.languages: set[str] = set()  # those the index's chunks were analysed in
+        self.languages: dict[str, int] = {}  # chunks analysed in each language
         self.dirty = False  # something was written: links may point elsewhere now
         self.stop = stop  # a threading.Event: set, the run ends before its next transaction
 
@@ -208,7 +210,7 @@ class Indexer:
             self.store.record_identity(self.identity)
             meta = self.store.meta()
             self.refreshing = meta.get("vault_refresh") == "1"
-            self.languages = set(filter(None, meta.get(LANGUAGES_KEY, "").split(",")))
+            self.languages = recorded_languages(meta)
         except BaseException:
             self.store.close()
             self.store = None
@@ -222,7 +224,6 @@ class Indexer:
         they have, and its queries the English analysis that finds them; a --rebuild
         analyses each note in its language), else this code's."""
         from brainbot.store.target import recorded_meta
-        from brainbot.text.analyzers import VERSION
 
         if not self.rebuild and recorded_meta(self.target).get("analyzer") == \
                 lexical.ANALYZER_VERSION:
@@ -539,14 +540,17 @@ class Indexer:
             self._record_languages(pending.batch)
 
     def _record_languages(self, batch: list[Chunked]) -> None:
-        """Add the languages this batch's chunks were analysed in to the index's meta
-        (``LANGUAGES_KEY``): a query is analysed in those it may be in. The set only
-        grows (a language whose notes left costs a query a few unmatched terms); a
-        rebuild starts it anew."""
-        seen = {lang for item in batch for *_, lang in _analysis(item)}
-        if not seen <= self.languages:
-            self.languages |= seen
-            self.store.set_meta(LANGUAGES_KEY, ",".join(sorted(self.languages)))
+        """Count this batch's chunks by the language they were analysed in, in the index's
+        meta (``LANGUAGES_KEY``): a query is analysed in the index's languages it may be
+        in. Counts only grow (a language whose notes left costs a query a few unmatched
+        terms); a rebuild starts them anew."""
+        if self.analyzer != VERSION:
+            return  # an English-only index: its queries are analysed in English
+        seen = Counter(lang for item in batch for *_, lang in _analysis(item))
+        if seen:
+            for lang, n in seen.items():
+                self.languages[lang] = self.languages.get(lang, 0) + n
+            self.store.set_meta(LANGUAGES_KEY, json.dumps(self.languages, sort_keys=True))
 
     def _check_stop(self) -> None:
         if self.stop is not None and self.stop.is_set():

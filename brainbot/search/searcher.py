@@ -162,8 +162,8 @@ class Searcher:
     def bm25(self, query: str, n: int, flt: Filter | None = None, terms: Counter | None = None):
         return self.store.bm25_topk(terms or self.query_terms(query), n, flt)
 
-    def languages(self) -> tuple[str, ...]:
-        """The languages the index's notes were analysed in (text/analyzers.py)."""
+    def languages(self) -> dict[str, int]:
+        """Language -> chunks of the index analysed in it (text/analyzers.py)."""
         return analyzers.index_languages(self.store.meta())
 
     def query_terms(self, text: str) -> Counter:

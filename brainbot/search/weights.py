@@ -10,17 +10,18 @@ and reported on the test sets; a model not in the table is trusted everywhere.
 The languages are the query's own when it can be told (its script, or its stop words)
 and it is one the index holds: those are the notes that answer it. A query in a language
 the index does not hold (an English question over German notes) takes the lowest weight
-of its own and the index's languages of its script: the model must match across them. A
-query too short to tell takes the index's languages of its script.
+of its own and the index's main languages of its script: the model must match across
+them. A query too short to tell takes the index's main languages of its script.
 
 This module only picks weights; the fusion itself is the kernel's (``kernel.fuse``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping
 
 from brainbot.notes import language
+from brainbot.text.analyzers import ENGLISH, main_languages
 
 DEFAULT = "*"
 # (bm25, vector) weights of reciprocal rank fusion; the bm25 leg always weighs 1.
@@ -42,18 +43,18 @@ def weight_of(model: str | None, lang: str) -> float:
     return table.get(lang, table.get(DEFAULT, 1.0))
 
 
-def query_languages(query: str, index_languages: Sequence[str]) -> list[str]:
-    """The languages whose weights a query's fusion takes (see the module docstring)."""
-    among = tuple(index_languages)
+def query_languages(query: str, languages: Mapping[str, int]) -> list[str]:
+    """The languages whose weights a query's fusion takes (see the module docstring):
+    ``languages`` are the index's, language -> chunks (``text/analyzers.index_languages``)."""
+    among, main = list(languages), main_languages(languages)
     own = language.detect(query, language.QUERY_MIN_EVIDENCE)
     if own is None or own in among:
-        return language.plausible(query, among) if among else ["en"]
+        return language.plausible(query, among, main) if among else [ENGLISH]
     cjk = own in language.CJK_LANGUAGES
-    return [own, *(lang for lang in among if (lang in language.CJK_LANGUAGES) == cjk)]
+    return [own, *(lang for lang in main or among if (lang in language.CJK_LANGUAGES) == cjk)]
 
 
-def vector_weight(model: str | None, query: str, index_languages: Sequence[str]) -> float:
-    """The vector leg's weight for ``query`` on an index of ``model`` holding notes of
-    ``index_languages``: the lowest of those languages' weights."""
-    langs = query_languages(query, index_languages)
-    return min(weight_of(model, lang) for lang in langs)
+def vector_weight(model: str | None, query: str, languages: Mapping[str, int]) -> float:
+    """The vector leg's weight for ``query`` on an index of ``model`` whose chunks are in
+    ``languages``: the lowest of its languages' weights."""
+    return min(weight_of(model, lang) for lang in query_languages(query, languages))

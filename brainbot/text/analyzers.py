@@ -19,9 +19,10 @@ This module does not score, store or detect (``notes/language.py`` detects).
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
 import Stemmer
@@ -41,8 +42,14 @@ ENGLISH = "en"
 # lexical.ANALYZER_VERSION exactly; "lang1" adds the per-language analysis of this module.
 VERSION = f"{lexical.ANALYZER_VERSION}+lang1"
 
-# The meta entry listing the languages an index's chunks were analysed in ("de,en").
+# The meta entry counting the chunks an index analysed in each language, JSON:
+# {"de": 1200, "en": 35}.
 LANGUAGES_KEY = "languages"
+# A language holding less than this share of an index's chunks is not one a query is
+# analysed in unless the query is detected as it: NFCorpus holds 33 chunks of French,
+# German and Spanish abstracts among 10k English ones (0.3 %), and its English titles,
+# too short to tell, should not be stemmed as French too.
+MAIN_SHARE = 0.05
 # The analyzers an index may record that this code reads: its own, and the English-only
 # one before it (that index's queries are analysed in English, as its notes were).
 READABLE = (VERSION, lexical.ANALYZER_VERSION)
@@ -106,19 +113,21 @@ def index_terms(text: str, lang: str | None) -> tuple[Counter, int]:
 
 def chunk_languages(note_text: str, chunks: Sequence[str]) -> list[str]:
     """The language each chunk is analysed in: the note's (English when the note is too
-    short to tell), unless the chunk's own text names another language."""
+    short to tell), unless the chunk's own text clearly names another language
+    (``language.CHUNK_MIN_EVIDENCE``: a paragraph in French inside an English note)."""
     note = language.detect(note_text) or ENGLISH
-    return [language.detect(text) or note for text in chunks]
+    return [language.detect(text, language.CHUNK_MIN_EVIDENCE) or note for text in chunks]
 
 
-def query_terms(text: str, among: Sequence[str]) -> Counter:
-    """A query's terms, weighted, analysed in each language of ``among`` (the index's
-    languages) it may be in. A term found by several analyses counts once, at its highest
-    weight; a stop word of any of those languages is no term, whichever analysis kept it
-    (English keeps "ich", German drops it). An index of English alone gets exactly
-    ``lexical.query_terms``."""
-    langs = language.plausible(text, tuple(among)) if among else [ENGLISH]
-    if langs == [ENGLISH]:
+def query_terms(text: str, languages: Mapping[str, int]) -> Counter:
+    """A query's terms, weighted, analysed in each of the index's ``languages`` (language
+    -> chunks analysed in it) that it may be in (``language.plausible``; a language of
+    under ``MAIN_SHARE`` of the chunks only when the query is detected as it). A term
+    found by several analyses counts once, at its highest weight; a stop word of any of
+    those languages is no term, whichever analysis kept it (English keeps "ich", German
+    drops it). An index of English alone gets exactly ``lexical.query_terms``."""
+    langs = language.plausible(text, list(languages), main_languages(languages))
+    if langs in ([], [ENGLISH]):
         return lexical.query_terms(text)
     stops = _query_stops(tuple(langs))
     out: Counter = Counter()
@@ -129,6 +138,12 @@ def query_terms(text: str, among: Sequence[str]) -> Counter:
             if term not in stops and n > out.get(term, 0):
                 out[term] = n
     return out
+
+
+def main_languages(languages: Mapping[str, int]) -> list[str]:
+    """The languages holding at least ``MAIN_SHARE`` of an index's chunks."""
+    total = sum(languages.values())
+    return [lang for lang, n in languages.items() if total and n >= MAIN_SHARE * total]
 
 
 @lru_cache(maxsize=64)
@@ -155,9 +170,22 @@ def note_analysis(note_text: str, chunks: Sequence[str],
             for text, lang in zip(chunks, langs)]
 
 
-def index_languages(meta: dict[str, str]) -> tuple[str, ...]:
-    """The languages an index's chunks were analysed in, which its queries are analysed
-    in: English alone for an index of the English-only analyzer or with nothing yet."""
+def recorded_languages(meta: dict[str, str]) -> dict[str, int]:
+    """Language -> chunks the index analysed in it, as its meta counts them
+    (``LANGUAGES_KEY``, counted as they were written: a count only grows until a
+    rebuild); {} when it counts none."""
+    try:
+        found = json.loads(meta.get(LANGUAGES_KEY) or "{}")
+    except ValueError:
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    return {str(k): v for k, v in found.items() if isinstance(v, int) and v > 0}
+
+
+def index_languages(meta: dict[str, str]) -> dict[str, int]:
+    """The languages an index's queries are analysed in (``recorded_languages``): English
+    alone for an index of the English-only analyzer, or with nothing written yet."""
     if meta.get("analyzer") != VERSION:
-        return (ENGLISH,)
-    return tuple(sorted(filter(None, meta.get(LANGUAGES_KEY, "").split(",")))) or (ENGLISH,)
+        return {ENGLISH: 1}
+    return recorded_languages(meta) or {ENGLISH: 1}
