@@ -98,9 +98,6 @@ MARGIN = 2.0
 # an English note reached at most 2.7 in another language (hackmd's HTML, "n.d."
 # references); a paragraph written in another language has 10 or more.
 CHUNK_MIN_EVIDENCE = 5.0
-# A query is a few words: one exclusive stop word ("ich", "the") names its language
-# when nothing else speaks as loud.
-QUERY_MIN_EVIDENCE = 1.0
 
 
 @cache
@@ -171,8 +168,9 @@ def plausible(text: str, among: Collection[str], main: Collection[str] = ()) -> 
     words, may be in: the one it is detected as when ``among`` holds it; else those of
     ``main`` (the index's main languages; ``among`` when not given) that its script
     allows, CJK languages for CJK text and the others for the rest, most evidence first.
-    Never empty while ``among`` is not."""
-    named = detect(text, QUERY_MIN_EVIDENCE)
+    A single stop word does not name a query's language: "soy milk" is English, though
+    "soy" is a Spanish stop word. Never empty while ``among`` is not."""
+    named = detect(text)
     if named in among:
         return [named]
     pool = list(main or among)

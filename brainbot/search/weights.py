@@ -47,7 +47,7 @@ def query_languages(query: str, languages: Mapping[str, int]) -> list[str]:
     """The languages whose weights a query's fusion takes (see the module docstring):
     ``languages`` are the index's, language -> chunks (``text/analyzers.index_languages``)."""
     among, main = list(languages), main_languages(languages)
-    own = language.detect(query, language.QUERY_MIN_EVIDENCE)
+    own = language.detect(query)
     if own is None or own in among:
         return language.plausible(query, among, main) if among else [ENGLISH]
     cjk = own in language.CJK_LANGUAGES
