@@ -46,8 +46,7 @@ from brainbot.notes import files as notes
 from brainbot.notes import language
 from brainbot.store.records import NewChunk, NewDocument
 from brainbot.store.target import open_store, recorded_precision
-from brainbot.text import documents, lexical
-from brainbot.text.analyzers import LANGUAGES_KEY, VERSION, recorded_languages
+from brainbot.text import analyzers, documents, lexical
 from brainbot.text.documents import Chunked, Document
 
 from .freshness import stat_vouches
@@ -210,7 +209,7 @@ class Indexer:
             self.store.record_identity(self.identity)
             meta = self.store.meta()
             self.refreshing = meta.get("vault_refresh") == "1"
-            self.languages = recorded_languages(meta)
+            self.languages = analyzers.recorded_languages(meta)
         except BaseException:
             self.store.close()
             self.store = None
@@ -228,7 +227,7 @@ class Indexer:
         if not self.rebuild and recorded_meta(self.target).get("analyzer") == \
                 lexical.ANALYZER_VERSION:
             return lexical.ANALYZER_VERSION
-        return VERSION
+        return analyzers.VERSION
 
     def __exit__(self, exc_type, *exc) -> None:
         store, self.store = self.store, None
@@ -541,16 +540,17 @@ class Indexer:
 
     def _record_languages(self, batch: list[Chunked]) -> None:
         """Count this batch's chunks by the language they were analysed in, in the index's
-        meta (``LANGUAGES_KEY``): a query is analysed in the index's languages it may be
-        in. Counts only grow (a language whose notes left costs a query a few unmatched
-        terms); a rebuild starts them anew."""
-        if self.analyzer != VERSION:
+        meta (``analyzers.LANGUAGES_KEY``): a query is analysed in the index's languages
+        it may be in. Counts only grow (a language whose notes left costs a query a few
+        unmatched terms); a rebuild starts them anew."""
+        if self.analyzer != analyzers.VERSION:
             return  # an English-only index: its queries are analysed in English
         seen = Counter(lang for item in batch for *_, lang in _analysis(item))
         if seen:
             for lang, n in seen.items():
                 self.languages[lang] = self.languages.get(lang, 0) + n
-            self.store.set_meta(LANGUAGES_KEY, json.dumps(self.languages, sort_keys=True))
+            self.store.set_meta(analyzers.LANGUAGES_KEY,
+                                json.dumps(self.languages, sort_keys=True))
 
     def _check_stop(self) -> None:
         if self.stop is not None and self.stop.is_set():

@@ -92,7 +92,14 @@ KO_HANGUL_SHARE = 0.5
 # A Latin text is named only when its best language has at least MIN_EVIDENCE (in
 # exclusive stop words: "und" 1, "die" 1/2) and MARGIN times the runner-up's.
 MIN_EVIDENCE = 2.0
-MARGIN = 2.0
+MARGIN = 1.5
+# Letters and marks that only a few of these languages write, each counting like a stop
+# word (once, shared among its owners): Spanish ñ ¿ ¡, Portuguese ã õ, German ß, French
+# œ, the Scandinavian å æ ø. They tell apart the Romance languages, whose stop lists
+# overlap most.
+_MARK_OWNERS = {"ñ": ("es",), "¿": ("es",), "¡": ("es",), "ã": ("pt",), "õ": ("pt",),
+                "ß": ("de",), "œ": ("fr",), "å": ("da", "no", "sv"), "æ": ("da", "no"),
+                "ø": ("da", "no")}
 # A chunk is analysed in a language other than its note's only on this much evidence:
 # over the English notes of the shared corpora and examples/ (21,133 chunks) a chunk of
 # an English note reached at most 2.7 in another language (hackmd's HTML, "n.d."
@@ -127,9 +134,14 @@ def latin_evidence(text: str) -> dict[str, float]:
     out."""
     weights = _word_weights()
     out: dict[str, float] = {}
-    for word in set(_LATIN_WORD.findall(text.lower())) - _LETTERS:
+    lowered = text.lower()
+    for word in set(_LATIN_WORD.findall(lowered)) - _LETTERS:
         for lang, w in weights.get(word, {}).items():
             out[lang] = out.get(lang, 0.0) + w
+    for mark in set(lowered) & _MARK_OWNERS.keys():
+        owners = _MARK_OWNERS[mark]
+        for lang in owners:
+            out[lang] = out.get(lang, 0.0) + 1 / len(owners)
     return out
 
 

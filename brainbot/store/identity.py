@@ -97,6 +97,8 @@ def check(meta: dict[str, str], target, *, writer: IndexIdentity | None = None) 
     """Refuse an index whose recorded identity does not match: with ``writer`` every field
     of that identity, else (a reader) the fields of READER_KEYS. An index that records
     no identity yet (never written) passes."""
+    from brainbot.text import analyzers
+
     if "fingerprint" not in meta:
         return
     wanted = writer.as_meta() if writer is not None else reader_wants()
@@ -104,17 +106,10 @@ def check(meta: dict[str, str], target, *, writer: IndexIdentity | None = None) 
         if key == "fingerprint":
             continue
         theirs = _recorded(meta, key)
-        if theirs != ours and not (key == "analyzer" and writer is None and _readable(theirs)):
+        if theirs != ours and not (key == "analyzer" and writer is None
+                                   and analyzers.readable(theirs)):
             raise IdentityMismatchError(target, key, "none" if theirs is None else theirs, ours,
                                         _why(key, theirs))
-
-
-def _readable(analyzer: str | None) -> bool:
-    """Whether a reader can query an index of ``analyzer`` (an older one whose queries
-    it analyses as that index's notes were: text/analyzers.READABLE)."""
-    from brainbot.text import analyzers
-
-    return analyzer in analyzers.READABLE
 
 
 # The fingerprint of int8 vectors before issue #33: onnxruntime's dynamic quantization,

@@ -50,9 +50,6 @@ LANGUAGES_KEY = "languages"
 # German and Spanish abstracts among 10k English ones (0.3 %), and its English titles,
 # too short to tell, should not be stemmed as French too.
 MAIN_SHARE = 0.05
-# The analyzers an index may record that this code reads: its own, and the English-only
-# one before it (that index's queries are analysed in English, as its notes were).
-READABLE = (VERSION, lexical.ANALYZER_VERSION)
 
 _local = threading.local()  # PyStemmer's stemmers are not safe to share across threads
 
@@ -189,3 +186,10 @@ def index_languages(meta: dict[str, str]) -> dict[str, int]:
     if meta.get("analyzer") != VERSION:
         return {ENGLISH: 1}
     return recorded_languages(meta) or {ENGLISH: 1}
+
+
+def readable(analyzer: str | None) -> bool:
+    """Whether this code can query an index that records ``analyzer``: its own, or the
+    English-only one before it (whose queries it analyses in English, as its notes
+    were)."""
+    return analyzer in (VERSION, lexical.ANALYZER_VERSION)

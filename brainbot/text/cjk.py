@@ -7,8 +7,8 @@ endings (の, は, です, ますか) are in every sentence, and a question endi
 matched FAQ sections on their endings (issue 41). So a Japanese run is first cut where the
 script changes (kanji, hiragana, katakana: a word rarely spans the change except at its
 inflected ending), and each piece is treated by its script (``JapaneseRules``): kanji and
-katakana as characters and bigrams, hiragana by ``hiragana`` (kept, bigrams only, or
-dropped). Chinese gets the English analyzer's grams, without the single characters of
+katakana as characters and bigrams, hiragana by ``hiragana`` (kept, bigrams only,
+bigrams less those of grammar ``JA_GRAMMAR``, or dropped). Chinese gets the English analyzer's grams, without the single characters of
 its commonest function words (``ZH_FUNCTION``) when ``ZH_DROP_FUNCTION`` says so. Korean
 words are space-separated syllable runs with their particles attached; it keeps the
 English analyzer's grams.
@@ -40,12 +40,28 @@ class JapaneseRules:
     """How a Japanese run becomes terms; each choice measured in benchmarks/bench_cjk.py."""
 
     split_scripts: bool = True  # no gram crosses a change of script
-    hiragana: str = "bigrams"  # "grams" (characters and bigrams) | "bigrams" | "drop"
+    # "grams" (characters and bigrams) | "bigrams" | "content" (bigrams not in
+    # JA_GRAMMAR) | "drop"
+    hiragana: str = "content"
     katakana: tuple[int, ...] = (1, 2)  # gram sizes of a katakana piece
     kanji: tuple[int, ...] = (1, 2)  # gram sizes of a kanji piece
 
 
 JAPANESE = JapaneseRules()
+# The hiragana bigrams of Japanese grammar, which "content" leaves out: particles (から,
+# まで, には, では, への), the copula and polite endings (です, ます, でし, まし, ませ),
+# question endings (すか, ですか -> です + すか), auxiliaries and conjugation (ない, たい,
+# れる, られ, せる, させ, てい, いる, ある, する, して, した, しま, れば, たら), and the
+# demonstratives and forms that every sentence leans on (この, その, どの, これ, それ,
+# こと, もの, よう, ため, など, ので, のは, には, とは, ください: くだ, ださ, さい).
+# Written for this analyzer from Japanese grammar; which variant is used is measured.
+JA_GRAMMAR = frozenset("""
+から まで には では への とは のは ので など より にも でも とも けど けれ れど
+です すか でし した まし ます ませ せん しょ ょう だっ った
+ない なか かっ たい れる られ せる させ てい いる ある あり りま する して しま
+れば たら なら ての この その あの どの これ それ あれ どれ こと もの よう
+ため ください くだ ださ さい いい いて って つい おり なり なる なっ ても
+""".split())
 # Chinese function characters (particles, the copula, pronouns, question words): in every
 # sentence, they match everything as single characters. Their bigrams are kept.
 ZH_FUNCTION = frozenset("的了是在和与或也都就而及吗呢吧啊么什怎哪这那我你他她它们有个")
@@ -81,6 +97,8 @@ def japanese_grams(run: str, rules: JapaneseRules) -> list[str]:
                 out.extend(lexical.cjk_grams(piece))
             elif rules.hiragana == "bigrams" and len(piece) >= 2:
                 out.extend(lexical.cjk_grams(piece, (2,)))
+            elif rules.hiragana == "content" and len(piece) >= 2:
+                out.extend(g for g in lexical.cjk_grams(piece, (2,)) if g not in JA_GRAMMAR)
         elif script == "katakana":
             out.extend(lexical.cjk_grams(piece, rules.katakana))
         elif script == "kanji":
@@ -94,9 +112,10 @@ def _hiragana_filtered(grams: list[str], rules: JapaneseRules) -> list[str]:
     """Grams of an unsplit run, less the hiragana-only ones the rules leave out."""
     if rules.hiragana == "grams":
         return grams
-    keep_pairs = rules.hiragana == "bigrams"
-    return [g for g in grams
-            if not _all_hiragana(g) or (keep_pairs and len(g) >= 2)]
+    pairs = rules.hiragana in ("bigrams", "content")
+    grammar = JA_GRAMMAR if rules.hiragana == "content" else frozenset()
+    return [g for g in grams if not _all_hiragana(g)
+            or (pairs and len(g) >= 2 and g not in grammar)]
 
 
 def _all_hiragana(gram: str) -> bool:
