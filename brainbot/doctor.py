@@ -7,6 +7,7 @@ non-zero when any fails. Nothing here repairs anything: it says what to run.
 from __future__ import annotations
 
 import shlex
+from dataclasses import replace
 from pathlib import Path
 
 from brainbot.index.freshness import missing_root_line, missing_roots, present_roots, vault_changes
@@ -142,10 +143,12 @@ def _db_checks(db) -> list[dict]:
 
 def _check_writable(store: Store) -> None:
     from brainbot.store import identity
+    from brainbot.text.analyzers import writes_with
 
     meta = store.meta()
     precision = identity.precision_of(meta) or "fp32"
-    identity.check(meta, store.target, writer=identity.current(precision))
+    writer = replace(identity.current(precision), analyzer=writes_with(meta.get("analyzer")))
+    identity.check(meta, store.target, writer=writer)
 
 
 def _store_checks(store: Store, db) -> list[dict]:
@@ -168,7 +171,8 @@ def _store_checks(store: Store, db) -> list[dict]:
                           + (" --prune" if missing_roots(store) else "")))
         out += _absent_roots_check(store, db_arg)
         other, known = store.language_share()
-        out.append(_check("language", True, _language_detail(other, known)))
+        out.append(_check("language", True, _language_detail(other, known)
+                          + _analyzer_detail(store.meta(), other, rebuild)))
         warned = {w["path"] for w in warnings_of(store)}
         out.append(_check("note warnings", True, f"{len(warned)} notes indexed with warnings"
                           + (" (brainbot status lists them)" if warned else "")))
@@ -198,6 +202,17 @@ def _absent_roots_check(store: Store, db_arg: str) -> list[dict]:
                        "from the index)" for root, n in absent.items())
     return [_check("folders", is_url(store.target), detail,
                    f"if it moved or is gone for good: brainbot index --prune --db {db_arg}")]
+
+
+def _analyzer_detail(meta: dict[str, str], other: int, rebuild: str) -> str:
+    """What the language line adds for an index whose non-English chunks were analysed
+    with English rules (built before per-language BM25): how to analyse them in theirs."""
+    from brainbot.text import lexical
+
+    if meta.get("analyzer") != lexical.ANALYZER_VERSION or not other:
+        return ""
+    return ("; BM25 analysed them with English rules (an index from before per-language "
+            f"analysis): {rebuild} analyses each note in its own language")
 
 
 def _language_detail(other: int, known: int) -> str:

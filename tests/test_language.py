@@ -54,7 +54,9 @@ def test_scripts_name_cjk_and_cyrillic_languages():
     assert language.script_language("設定方法") == "zh"  # kanji alone reads as Chinese
     assert language.script_language("프록시 설정") == "ko"
     assert language.script_language("Как настроить") == "ru"
-    assert language.script_language("Python 勉強会 in Tokyo") is None  # mostly Latin
+    # a few CJK characters in Latin text are no CJK text; a tenth of its letters is
+    assert language.script_language("We met at the Python 勉強会 in Tokyo on Friday") is None
+    assert language.script_language("apt-get install を実行する") == "ja"
 
 
 def test_mixed_text_takes_the_language_with_most_evidence_by_a_margin():

@@ -149,3 +149,32 @@ def test_hybrid_skips_the_embedding_when_the_vector_leg_weighs_nothing(
             assert hits[0].path == note
             assert all((h.explain["vector_rank"] is None) == (weight == 0) for h in hits)
         assert queried == ([] if weight == 0 else [question])
+
+
+def test_doctor_says_how_to_analyse_an_english_only_index_in_its_languages(dbs):
+    from brainbot.doctor import run_checks
+
+    old = {c["name"]: c for c in run_checks(dbs["de"][0])}
+    assert "--rebuild analyses each note in its own language" in old["language"]["detail"]
+    assert "database" not in old  # a writer may still write to it: no identity complaint
+    new = {c["name"]: c for c in run_checks(dbs["de"][1])}
+    assert "English rules" not in new["language"]["detail"]
+
+
+def test_a_follow_up_is_searched_with_the_terms_of_the_index_languages(shared_embedder,
+                                                                      tmp_path):
+    from brainbot.ask import followup
+    from brainbot.store.conversations import Turn
+
+    db = tmp_path / "de.db"
+    with Indexer(db, embedder=shared_embedder, workers=1) as ix:
+        ix.index_paths([VAULTS / "de"])
+    earlier = [Turn("Wie kann ich meine Küchenabfälle kompostieren?", "", "answer",
+                    "extractive")]
+    with Searcher(db, embedder=shared_embedder) as s:
+        plan = followup.plan("Und wann setze ich den Haufen um?", earlier, s,
+                             followup.Method(gate="always"))
+        assert plan.follow_up and plan.terms is not None
+        assert {"kuchenabfall", "hauf"} <= set(plan.terms)  # German stems, both turns'
+        assert not {"ich", "und", "wie"} & set(plan.terms)  # German stop words
+        assert followup.search(plan, s, 1)[0].path == "Kompost.md"

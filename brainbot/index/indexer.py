@@ -46,7 +46,7 @@ from brainbot.notes import files as notes
 from brainbot.notes import language
 from brainbot.store.records import NewChunk, NewDocument
 from brainbot.store.target import open_store, recorded_precision
-from brainbot.text import analyzers, documents, lexical
+from brainbot.text import analyzers, documents
 from brainbot.text.documents import Chunked, Document
 
 from .freshness import stat_vouches
@@ -218,16 +218,11 @@ class Indexer:
         return self
 
     def _analyzer(self) -> str:
-        """The BM25 analyzer this run writes with: the one the index records when it is
-        the English-only one from before per-language analysis (its notes keep the terms
-        they have, and its queries the English analysis that finds them; a --rebuild
-        analyses each note in its language), else this code's."""
+        """The BM25 analyzer this run writes with (``analyzers.writes_with``): an index
+        keeps the English-only analyzer it was built with until a --rebuild."""
         from brainbot.store.target import recorded_meta
 
-        if not self.rebuild and recorded_meta(self.target).get("analyzer") == \
-                lexical.ANALYZER_VERSION:
-            return lexical.ANALYZER_VERSION
-        return analyzers.VERSION
+        return analyzers.writes_with(recorded_meta(self.target).get("analyzer"), self.rebuild)
 
     def __exit__(self, exc_type, *exc) -> None:
         store, self.store = self.store, None

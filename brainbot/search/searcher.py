@@ -4,8 +4,11 @@ A Searcher opens an index read-only through its store (``store/interface.py``), 
 leg (on SQLite in the C kernel over arrays loaded once, so many queries, as in the eval,
 pay for that once; on Postgres in SQL). Hybrid mode takes a candidate pool from each leg
 and fuses them here, above the store, so both stores rank alike; the default fusion
-method and weights are the ones ``brainbot eval`` measured best (see README, "Retrieval
-quality"). Every search first lets the store pick up what another process indexed.
+method is the one ``brainbot eval`` measured best (see README, "Retrieval quality"), and
+the vector leg weighs what the index's model can do in the query's language
+(``search/weights.py``). The query's BM25 terms are those of the index's languages it may
+be in (``text/analyzers.py``). Every search first lets the store pick up what another
+process indexed.
 
 Nothing here writes to the database or talks to an LLM except the optional LLM
 re-ranker in ``search/rerank.py``.

@@ -24,15 +24,21 @@ from brainbot.notes import language
 from brainbot.text.analyzers import ENGLISH, main_languages
 
 DEFAULT = "*"
-# (bm25, vector) weights of reciprocal rank fusion; the bm25 leg always weighs 1.
-# all-MiniLM-L6-v2: English 1 (the NFCorpus setting, README "Retrieval quality"). CJK 0:
-# benchmarks/bench_cjk.py, hybrid hit@5 / MRR on examples/questions-cjk.jsonl with
-# vector weights 1, 0.5, 0.25, 0: 0.855 / 0.679, 0.952 / 0.785, 0.968 / 0.855,
-# 1.000 / 0.973 (= bm25 alone); any weight on the vector leg only hurt. The other
-# languages' weight: see "*".
+# (bm25, vector) weights of reciprocal rank fusion; the bm25 leg always weighs 1. Each
+# chosen on the tuning set (benchmarks/tune_languages.py, results/language_constants_
+# tuning.json: hybrid hit@5 / MRR@10 of the Debian Reference's 32 answerable questions a
+# language, the vector leg weighed 0, 0.25, 0.5, 0.75 or 1):
+# all-MiniLM-L6-v2
+#   en  1: 0.969 / 0.938; lower weights 0.969 / 0.901-0.922 (and the NFCorpus setting).
+#   ja, zh  0: BM25 alone, 0.906 / 0.839 and 0.906 / 0.875; 0.25 already 0.906 / 0.682 and
+#     0.875 / 0.654, 1 0.656 / 0.493 and 0.656 / 0.558. Korean is not in the sets: 0 as
+#     measured on examples/questions-cjk.jsonl (benchmarks/bench_cjk.py).
+#   "*"  0.25, the best over de, es and fr together (hit@5 0.969, 0.938, 0.938); chosen
+#     on two of them, it is 0.5 for de (0.938 where its own best, 0.25, has 0.969) and
+#     0.25 for es and fr (within 0.005 MRR of their own best, 0.5).
 VECTOR_WEIGHTS: dict[str, dict[str, float]] = {
     "sentence-transformers/all-MiniLM-L6-v2": {
-        "en": 1.0, "zh": 0.0, "ja": 0.0, "ko": 0.0, DEFAULT: 0.5,
+        "en": 1.0, "zh": 0.0, "ja": 0.0, "ko": 0.0, DEFAULT: 0.25,
     },
 }
 

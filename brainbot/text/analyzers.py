@@ -111,9 +111,17 @@ def index_terms(text: str, lang: str | None) -> tuple[Counter, int]:
 def chunk_languages(note_text: str, chunks: Sequence[str]) -> list[str]:
     """The language each chunk is analysed in: the note's (English when the note is too
     short to tell), unless the chunk's own text clearly names another language
-    (``language.CHUNK_MIN_EVIDENCE``: a paragraph in French inside an English note)."""
+    (``language.CHUNK_MIN_EVIDENCE``: a paragraph in French inside an English note) or
+    is mostly in a CJK script inside a note that is not."""
     note = language.detect(note_text) or ENGLISH
-    return [language.detect(text, language.CHUNK_MIN_EVIDENCE) or note for text in chunks]
+    out = []
+    for text in chunks:
+        own = language.detect(text, language.CHUNK_MIN_EVIDENCE)
+        if own in cjk.LANGUAGES and (note in cjk.LANGUAGES or not language.mostly_cjk(text)):
+            own = None  # a Japanese note's chunk all in kanji is no Chinese; an English
+            # one naming a few dishes in Japanese stays English
+        out.append(own or note)
+    return out
 
 
 def query_terms(text: str, languages: Mapping[str, int]) -> Counter:
@@ -193,3 +201,13 @@ def readable(analyzer: str | None) -> bool:
     English-only one before it (whose queries it analyses in English, as its notes
     were)."""
     return analyzer in (VERSION, lexical.ANALYZER_VERSION)
+
+
+def writes_with(recorded: str | None, rebuild: bool = False) -> str:
+    """The analyzer a writer adds chunks to an index with: the English-only one an index
+    from before per-language analysis records (its notes keep the terms they have, and
+    its queries the English analysis that finds them), else this code's; a rebuild
+    analyses each note in its language."""
+    if recorded == lexical.ANALYZER_VERSION and not rebuild:
+        return lexical.ANALYZER_VERSION
+    return VERSION

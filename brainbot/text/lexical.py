@@ -1,11 +1,13 @@
-"""The BM25 side: the analyzer, postings rows, and query-time CSR assembly.
+"""The BM25 side: the English analyzer, postings rows, and query-time CSR assembly.
 
 The analyzer lowercases, splits on unicode word characters (a run of CJK characters,
 ``notes/language.CJK_RANGES``, becomes its characters and bigrams, since such text is not
 space-separated), drops English stop words,
 folds accented Latin letters to ASCII and applies the Porter stemmer: the same pipeline as Lucene's EnglishAnalyzer, which is
 what Pyserini's BM25 baselines use. Whether stemming and stop words help is settled by
-``brainbot eval`` (see README, "Retrieval quality").
+``brainbot eval`` (see README, "Retrieval quality"). Every other language has its own
+analyzer beside this one (``text/analyzers.py``); English text, and text whose language
+cannot be told, is analysed here, unchanged.
 
 Scoring itself is the C kernel's (``kernel.bm25_topk``); this module only turns text
 into terms and the postings table into the CSR arrays the kernel reads.
