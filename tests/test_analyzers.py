@@ -136,11 +136,16 @@ def test_korean_keeps_the_english_analyzers_grams():
 
 
 def test_a_chunk_takes_its_notes_language_unless_it_clearly_has_its_own():
-    note = ("Ich habe den Sauerteig gestern gefüttert, und er ist über Nacht schön "
-            "aufgegangen. Morgen backe ich das Brot.")
+    german = ["Ich habe den Sauerteig gestern gefüttert, und er ist über Nacht schön "
+              "aufgegangen. Morgen backe ich das Brot, wenn die Küche warm genug ist.",
+              "Danach wird der Teig gefaltet und kommt für zwei Stunden in den Kühlschrank, "
+              "weil er dort langsamer geht und mehr Geschmack bekommt als sonst.",
+              "Brot"]
     english = ("The starter doubled overnight, and it should be fed again before "
                "it is used for the bread in the morning, when the kitchen is warm.")
-    assert analyzers.chunk_languages(note, ["Brot", note, english]) == ["de", "de", "en"]
+    chunks = [*german, english]
+    got = analyzers.chunk_languages(" ".join(chunks), chunks)
+    assert got == ["de", "de", "de", "en"]
     assert analyzers.chunk_languages("tiny", ["tiny"]) == ["en"]
 
 

@@ -125,26 +125,33 @@ def stop_words(lang: str) -> frozenset[str]:
 
 @cache
 def _word_weights() -> dict[str, dict[str, float]]:
-    """stop word -> {language: 1 / the number of Latin lists holding the word}."""
+    """stop word -> {language: 1 / the number of Latin lists holding the word}; single
+    letters left out (French "l", "d", "n" are in every "n.d." and "don't")."""
     owners: dict[str, list[str]] = {}
     for lang in LATIN_LANGUAGES:
-        for word in stop_words(lang):
+        for word in stop_words(lang) - _LETTERS:
             owners.setdefault(word, []).append(lang)
     return {w: {lang: 1 / len(langs) for lang in langs} for w, langs in owners.items()}
 
 
-def latin_evidence(text: str) -> dict[str, float]:
-    """Language -> the weight of its stop words in ``text``, each word counted once (a
-    table of "95% CI" repeats Italian "ci" many times) and single letters not at all
-    (French "l", "d", "n" are in every "n.d." and "don't"); languages with none left
-    out."""
-    weights = _word_weights()
-    out: dict[str, float] = {}
+def words_of(text: str) -> set[str]:
+    """The distinct lowercased words of ``text``, and its marks of ``_MARK_OWNERS``: what
+    ``latin_evidence`` counts. The union of two texts' sets is their concatenation's."""
     lowered = text.lower()
-    for word in set(_LATIN_WORD.findall(lowered)) - _LETTERS:
-        for lang, w in weights.get(word, {}).items():
+    return set(_LATIN_WORD.findall(lowered)) | (set(lowered) & _MARK_OWNERS.keys())
+
+
+def latin_evidence(text: str, words: set[str] | None = None) -> dict[str, float]:
+    """Language -> the weight of its stop words in ``text`` (or in ``words``, its
+    ``words_of``), each word counted once (a table of "95% CI" repeats Italian "ci" many
+    times), and of its marks; languages with none left out."""
+    weights = _word_weights()
+    found = words_of(text) if words is None else words
+    out: dict[str, float] = {}
+    for word in found & weights.keys():
+        for lang, w in weights[word].items():
             out[lang] = out.get(lang, 0.0) + w
-    for mark in set(lowered) & _MARK_OWNERS.keys():
+    for mark in found & _MARK_OWNERS.keys():
         owners = _MARK_OWNERS[mark]
         for lang in owners:
             out[lang] = out.get(lang, 0.0) + 1 / len(owners)
@@ -155,25 +162,29 @@ def script_language(text: str) -> str | None:
     """The language a text's script names: "ja", "ko" or "zh" for text with a fair share
     of CJK characters (``CJK_NAME_SHARE``), "ru" for text mostly Cyrillic; None for
     anything else (Latin, too few letters)."""
-    letters = len(_LETTER.findall(text))
-    if not letters:
+    if text.isascii():
+        return None  # the common case, told without counting a letter
+    cjk, cyrillic = len(_CJK.findall(text)), len(_CYRILLIC.findall(text))
+    if not cjk and not cyrillic:
         return None
-    cjk = len(_CJK.findall(text))
+    letters = len(_LETTER.findall(text))
     if cjk / letters >= CJK_NAME_SHARE:
         if len(_HANGUL.findall(text)) >= KO_HANGUL_SHARE * cjk:
             return "ko"
         return "ja" if len(_KANA.findall(text)) >= JA_KANA_SHARE * cjk else "zh"
-    if len(_CYRILLIC.findall(text)) / letters >= 0.5:
+    if cyrillic / letters >= 0.5:
         return "ru"
     return None
 
 
-def detect(text: str, min_evidence: float = MIN_EVIDENCE) -> str | None:
-    """The language ``text`` is written in, or None when it is too short to tell."""
+def detect(text: str, min_evidence: float = MIN_EVIDENCE,
+           words: set[str] | None = None) -> str | None:
+    """The language ``text`` is written in, or None when it is too short to tell
+    (``words``: its ``words_of``, when the caller has them)."""
     by_script = script_language(text)
     if by_script is not None:
         return by_script
-    ranked = sorted(latin_evidence(text).items(), key=lambda kv: (-kv[1], kv[0]))
+    ranked = sorted(latin_evidence(text, words).items(), key=lambda kv: (-kv[1], kv[0]))
     if not ranked or ranked[0][1] < min_evidence:
         return None
     if len(ranked) > 1 and ranked[0][1] < MARGIN * ranked[1][1]:

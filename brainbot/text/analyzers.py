@@ -109,14 +109,15 @@ def index_terms(text: str, lang: str | None) -> tuple[Counter, int]:
 
 
 def chunk_languages(note_text: str, chunks: Sequence[str]) -> list[str]:
-    """The language each chunk is analysed in: the note's (English when the note is too
-    short to tell), unless the chunk's own text clearly names another language
+    """The language each chunk is analysed in: the note's (its script, or the stop words
+    of all its chunks; English when it is too short to tell), unless the chunk's own text clearly names another language
     (``language.CHUNK_MIN_EVIDENCE``: a paragraph in French inside an English note) or
     is mostly in a CJK script inside a note that is not."""
-    note = language.detect(note_text) or ENGLISH
+    words = [language.words_of(text) for text in chunks]
+    note = language.detect(note_text, words=set().union(*words)) or ENGLISH
     out = []
-    for text in chunks:
-        own = language.detect(text, language.CHUNK_MIN_EVIDENCE)
+    for text, own_words in zip(chunks, words):
+        own = language.detect(text, language.CHUNK_MIN_EVIDENCE, own_words)
         if own in cjk.LANGUAGES and (note in cjk.LANGUAGES or not language.mostly_cjk(text)):
             own = None  # a Japanese note's chunk all in kanji is no Chinese; an English
             # one naming a few dishes in Japanese stays English
