@@ -100,8 +100,8 @@ KO_HANGUL_SHARE = 0.5
 # Portuguese and Italian share many stop words: a Spanish paragraph's runner-up had 0.57
 # of its evidence). On the tuning set's notes (Debian Reference, 120 a language) this
 # names en 120, de 119 (1 too short), es 114 (5 too short, 1 English), fr 104 (9 English:
-# the translation left them in English; 7 too short), ja 119 (1 English), zh 120; no note
-# of the English corpora (examples/, the shared corpora) is named anything but English.
+# the translation left them in English; 7 too short), ja 119 (1 English), zh 120; every
+# English text of examples/ and the shared corpora is named English or too short to tell.
 MIN_EVIDENCE = 2.0
 MARGIN = 1.5
 # Letters and marks that only a few of these languages write, each counting like a stop
