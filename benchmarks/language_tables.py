@@ -86,8 +86,10 @@ def _weights_table(tuning: dict, test: dict | None) -> str:
         for lang, v in chosen.get("weights_leave_one_out", {}).items())
     return "\n".join([
         "The vector leg's weight in hybrid mode (all-MiniLM-L6-v2, search/weights.py), hybrid "
-        f"hit@5 / MRR@10: the tuning set's best per language is {chosen['weights']}; the "
-        f"languages without their own entry share \"*\". Leave one language out: {lolo}.", "",
+        f"hit@5 / MRR@10: the tuning set's best per language is "
+        f"{', '.join(f'{k} {v}' for k, v in chosen['weights'].items())}; the table keeps "
+        "en, ja and zh (and ko) and gives the others \"*\". Leave one language out: "
+        f"{lolo}.", "",
         _table(header, rows)])
 
 
@@ -112,7 +114,9 @@ def section() -> str:
             parts += [_group_table(group, tuning, test), ""]
     parts.append(_weights_table(tuning, test))
     if test:
+        other = test["chosen_here"]
         parts += ["", "What the test set alone would have chosen (leave one source out): "
-                  + json.dumps({k: v for k, v in test["chosen_here"].items()
-                                if k != "weights_leave_one_out"}, ensure_ascii=False) + "."]
+                  + "; ".join(f"{k}: {v}" for k, v in other.items() if isinstance(v, str))
+                  + "; weights " + ", ".join(f"{k} {v}" for k, v in other["weights"].items())
+                  + "."]
     return "\n".join(parts)
