@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import language_tables
+from bench_languages import docs_section as _languages_section
 from headline import cpu_name as _cpu
 
 HERE = Path(__file__).resolve().parent
@@ -876,8 +877,8 @@ def related_section() -> str:
 
 
 def build() -> str:
-    parts = [p for p in (eval_section(), cjk_section(), language_tables.section(),
-                         search_section(), embed_section(),
+    parts = [p for p in (eval_section(), cjk_section(), _languages_section(RESULTS),
+                         language_tables.section(), search_section(), embed_section(),
                          static_int8_section(),
                          chunking_section(), first_run_section(), index_section(),
                          coldstart_section(), serve_section(), serve_http_section(),

@@ -22,7 +22,9 @@ from .errors import BrainbotError, InputError, NotUTF8Error
 TEXT_ARGS = {
     "query": {"text": "the query", "path": "--path", "tag": "--tag", "since": "--since",
               "before": "--before", "linked_to": "--linked-to"},
-    "ask": {"text": "the question", "model": "--model"},
+    "ask": {"text": "the question", "model": "--model", "conversation": "--conversation"},
+    "chat": {"model": "--model", "conversation": "--conversation"},
+    "conversations": {"id": "the conversation", "delete": "--delete"},
     "get": {"target": "the note reference"},
     "related": {"note": "the note"},
     "links": {"note": "the note"},
@@ -41,10 +43,11 @@ def _json_line(data) -> str:
     return printable_json(json.dumps(data, ensure_ascii=False))
 
 
-def _warn(text: str) -> None:
+def _warn(text: str | None) -> None:
     from .render import printable
 
-    print(f"brainbot: {printable(text)}", file=sys.stderr)
+    if text:  # None or "": nothing to say
+        print(f"brainbot: {printable(text)}", file=sys.stderr)
 
 
 # -- commands -------------------------------------------------------------------------
@@ -399,7 +402,7 @@ def cmd_ask(args) -> int:
             _emit_json(reply)
         else:
             print(text)
-            _not_saved(reply.get("conversation_note"))
+            _warn(reply.get("conversation_note"))  # the turn was not saved: why
         return 0
     from brainbot.ask.conversation import Thread
     from brainbot.ask.terminal import format_answer
@@ -420,13 +423,8 @@ def cmd_ask(args) -> int:
         _emit_json(answer.to_dict())
     else:
         print(format_answer(answer))
-        _not_saved(answer.conversation_note)
+        _warn(answer.conversation_note)
     return 0
-
-
-def _not_saved(note: str | None) -> None:
-    if note:
-        _warn(note)
 
 
 def cmd_chat(args) -> int:
@@ -533,6 +531,7 @@ def cmd_copy(args) -> int:
     from .render import printable
 
     stats = copy_index(args.source, args.target, replace=args.replace)
+    _warn(stats.conversations_note and f"warning: {stats.conversations_note}")
     if args.json:
         _emit_json(stats.to_dict())
     else:

@@ -25,6 +25,15 @@ question file and notes root can be given, e.g. for the rust-book set:
   python examples/check_questions.py --root /path/to/rust-book \
       --questions examples/questions-rust.jsonl
 
+With --languages it checks the multilingual sets instead: every notes folder
+examples/languages/SOURCE/LANG against examples/questions-SOURCE-LANG.jsonl as
+above, then the six languages (en de es fr ja zh) of a source against each other:
+the same note paths, the same question ids in the same order with the same
+answerability, difficulty, kind and expected notes, each question's "lang", and a
+question text that is not the English one (Japanese with kana, Chinese with Han).
+
+  python examples/check_questions.py --languages
+
 Exit status 0 when everything passes.
 """
 
@@ -121,11 +130,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="folder that expected paths are relative to (default: examples/notes)")
     ap.add_argument("--questions", type=Path, default=QUESTIONS,
                     help="question file, JSON lines (default: examples/questions.jsonl)")
+    ap.add_argument("--languages", type=Path, nargs="?", const=HERE / "languages", default=None,
+                    metavar="FOLDER",
+                    help="check every multilingual set instead: each SOURCE/LANG notes folder under "
+                         "FOLDER (default examples/languages) against "
+                         "examples/questions-SOURCE-LANG.jsonl, and the languages against each other")
     return ap.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.languages:
+        return report(check_languages(args.languages.resolve()))
     notes_root: Path = args.root.resolve()
     questions_file: Path = args.questions
     if not notes_root.is_dir():
@@ -134,6 +150,21 @@ def main(argv: list[str] | None = None) -> int:
     if not questions_file.is_file():
         print(f"no such file: {questions_file}")
         return 2
+    return report(check_file(notes_root, questions_file))
+
+
+def report(errors: list[str]) -> int:
+    if errors:
+        print(f"\n{len(errors)} problem(s):")
+        for e in errors:
+            print("  -", e)
+        return 1
+    print("OK: all checks passed")
+    return 0
+
+
+def check_file(notes_root: Path, questions_file: Path, out=print) -> list[str]:
+    """The problems of one question file against its notes folder; prints a summary."""
     errors: list[str] = []
     qs = []
     for n, raw in enumerate(questions_file.read_text(encoding="utf-8").splitlines(), 1):
@@ -231,20 +262,96 @@ def main(argv: list[str] | None = None) -> int:
     notes = sorted(p for p in notes_root.rglob("*.md"))
     size = sum(p.stat().st_size for p in notes)
     n_ans = sum(1 for _, q in qs if q.get("answerable"))
-    print(f"root: {notes_root}")
-    print(f"questions file: {questions_file}")
-    print(f"notes: {len(notes)} files, {size / 1024:.1f} KiB")
-    print(f"questions: {len(qs)} total, {n_ans} answerable, {len(qs) - n_ans} unanswerable")
+    out(f"root: {notes_root}")
+    out(f"questions file: {questions_file}")
+    out(f"notes: {len(notes)} files, {size / 1024:.1f} KiB")
+    out(f"questions: {len(qs)} total, {n_ans} answerable, {len(qs) - n_ans} unanswerable")
     for d in ("easy", "medium", "hard"):
-        print(f"  answerable {d}: {diff[(True, d)]}   unanswerable {d}: {diff[(False, d)]}")
-    print("  unanswerable by kind: " + ", ".join(f"{k}: {kinds[k]}" for k in KINDS))
-    if errors:
-        print(f"\n{len(errors)} problem(s):")
-        for e in errors:
-            print("  -", e)
-        return 1
-    print("OK: all checks passed")
-    return 0
+        out(f"  answerable {d}: {diff[(True, d)]}   unanswerable {d}: {diff[(False, d)]}")
+    out("  unanswerable by kind: " + ", ".join(f"{k}: {kinds[k]}" for k in KINDS))
+    return errors
+
+
+# --- the multilingual sets (examples/languages/SOURCE/LANG, questions-SOURCE-LANG.jsonl) ------
+
+LANGS = ("en", "de", "es", "fr", "ja", "zh")
+KANA = re.compile(r"[\u3040-\u30ff]")
+HAN = re.compile(r"[\u4e00-\u9fff]")
+
+
+def check_languages(folder: Path, out=print) -> list[str]:
+    """Every source under ``folder``: each language's question file against that language's
+    notes, then the six languages against each other (same notes, same questions)."""
+    sources = sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+    if not sources:
+        return [f"no source folders in {folder}"]
+    errors: list[str] = []
+    for source in sources:
+        errors += [f"{source.name}: {e}" for e in check_source(source, out)]
+    return errors
+
+
+def check_source(source: Path, out=print) -> list[str]:
+    errors = [f"no {name}" for name in ("SOURCE.md",) if not (source / name).is_file()]
+    missing = [lang for lang in LANGS if not (source / lang).is_dir()]
+    if missing:
+        return errors + [f"no notes folder for {', '.join(missing)}"]
+    paths = {lang: sorted(p.relative_to(source / lang).as_posix()
+                          for p in (source / lang).rglob("*.md")) for lang in LANGS}
+    errors += [f"{lang}: its notes differ from en's" for lang in LANGS if paths[lang] != paths["en"]]
+    sets = {}
+    for lang in LANGS:
+        qfile = source.parent.parent / f"questions-{source.name}-{lang}.jsonl"
+        if not qfile.is_file():
+            errors.append(f"no {qfile.name}")
+            continue
+        errors += [f"{qfile.name}: {e}" for e in check_file(source / lang, qfile, out)]
+        sets[lang] = [json.loads(line) for line in qfile.read_text(encoding="utf-8").splitlines()
+                      if line.strip()]
+    if "en" in sets:
+        for lang, qs in sets.items():
+            errors += [f"{lang}: {e}" for e in aligned(sets["en"], qs, lang)]
+    return errors
+
+
+def aligned(english: list[dict], qs: list[dict], lang: str) -> list[str]:
+    """One language's questions are the English ones asked in that language: the same ids in
+    the same order, the same answerability, difficulty, kind and expected notes."""
+    if [q.get("id") for q in qs] != [q.get("id") for q in english]:
+        return ["its question ids differ from en's (the same ids, in the same order)"]
+    if len({q.get("id") for q in english}) != len(english):
+        return ["question ids repeat"]
+    errors = []
+    for en, q in zip(english, qs):
+        qid = q.get("id")
+        for key in ("answerable", "difficulty", "kind"):
+            if q.get(key) != en.get(key):
+                errors.append(f"{qid}: {key} {q.get(key)!r}, en has {en.get(key)!r}")
+        if [note_of(e) for e in q.get("expected", [])] != [note_of(e) for e in en.get("expected", [])]:
+            errors.append(f"{qid}: expected notes differ from en's")
+        if q.get("lang") != lang:
+            errors.append(f"{qid}: lang is {q.get('lang')!r}, not {lang!r}")
+        errors += [f"{qid}: {e}" for e in written_in(q.get("question", ""), en["question"], lang)]
+    return errors
+
+
+def note_of(expected: str) -> str:
+    m = RANGE_RE.match(expected)
+    return m.group(1) if m else expected.split("#", 1)[0]
+
+
+def written_in(text: str, english: str, lang: str) -> list[str]:
+    """A cheap guard against an untranslated question: not the English text, and Japanese
+    with kana, Chinese with Han characters and no kana."""
+    if lang == "en":
+        return []
+    if text == english:
+        return ["the question is the English one"]
+    if lang == "ja" and not KANA.search(text):
+        return ["a Japanese question without kana"]
+    if lang == "zh" and (not HAN.search(text) or KANA.search(text)):
+        return ["a Chinese question needs Han characters and no kana"]
+    return []
 
 
 if __name__ == "__main__":

@@ -331,6 +331,36 @@ def test_an_answer_streams_into_a_thread_and_a_follow_up_continues_it(driver, cl
     assert len(again) == 1 and again[0] not in ("", ids[0])
 
 
+def test_a_turn_that_could_not_be_saved_is_followed_up_all_the_same(driver, site, tmp_path):
+    """Issue 40, M2: a folder where the conversations file goes, so nothing is saved. The
+    first answer says so and that the server keeps the conversation in memory; the
+    follow-up continues it (the same id, no "no conversation" error)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    _, served = site
+    db = Path(shutil.copy(served.proc.args[served.proc.args.index("--db") + 1],
+                          tmp_path / "unsaved.db"))
+    Path(str(db) + ".conversations").mkdir()
+    d = Daemon(db)
+    try:
+        driver.get(f"http://127.0.0.1:{d.port}/")
+        driver.find_element(By.ID, "q").send_keys(QUESTION)
+        driver.find_element(By.ID, "ask").click()
+        wait(driver, lambda d: cards(d, "#turns > .turn:nth-child(1) button.citation"))
+        first = turns(driver)[0]
+        assert "kept in memory until this server stops" in first.text
+        driver.find_element(By.ID, "follow-up").send_keys("and what do I feed it?", Keys.ENTER)
+        wait(driver, lambda d: len(turns(d)) == 2 and
+             turns(d)[1].get_attribute("aria-busy") == "false")
+        assert not cards(driver, "#turns > .turn:nth-child(2) .error"), turns(driver)[1].text
+        assert cards(driver, "#turns > .turn:nth-child(2) button.citation")
+        ids = [t.get_attribute("data-conversation") for t in turns(driver)]
+        assert ids[0] and ids[0] == ids[1]
+    finally:
+        assert d.stop() in (0, -15)
+
+
 HOSTILE_ANSWER = ('<img src=x onerror="window.__pwned = 11"> <script>window.__pwned = 12</script> '
                   "[more](javascript:window.__pwned=13) [page](data:text/html,<b>x</b>)")
 

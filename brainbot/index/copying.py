@@ -13,7 +13,11 @@ written beside the old index (``store.publish()`` puts it in its place once comp
 SQLite, ``store/sqlite/rebuild.py``), and a target that is not a brainbot index is refused.
 A copy killed midway leaves the old index (with --replace) or the batches it committed:
 run it again with ``--replace``. The conversations kept beside the source
-(``store/conversations.py``) are added to the target's afterwards, in one transaction.
+(``store/conversations.py``) are read before anything is written and added to the
+target's afterwards, in one transaction. They never fail a copy after the index was
+written (a rerun would then be refused): a target whose conversations cannot be read is
+refused before anything is written, and what still goes wrong (a source whose
+conversations cannot be read, a full disk) is said in ``conversations_note``, a warning.
 
 Nothing here knows SQL: it only speaks ``store/interface.py``'s interface.
 """
@@ -40,6 +44,7 @@ class CopyStats:
     target: str = ""
     replaced: bool = False
     conversations: int = 0
+    conversations_note: str | None = None  # why they were not copied (the index was)
 
     def summary(self) -> str:
         talk = f", {self.conversations:,} conversations" if self.conversations else ""
@@ -81,6 +86,7 @@ def refuse_same_index(source, target) -> None:
 def copy_index(source, target, *, replace: bool = False) -> CopyStats:
     """Copy the index at ``source`` to ``target`` (paths or postgresql:// URLs)."""
     refuse_same_index(source, target)
+    talks, talks_note = conversations_to_copy(source, target)
     with open_store(source) as src:
         ident = identity_of(src.meta(), src.target)
         # writer mode checks every identity field against a target that records one
@@ -104,15 +110,31 @@ def copy_index(source, target, *, replace: bool = False) -> CopyStats:
                 for key in ("vault_refresh", "folder_roots", LANGUAGES_KEY):
                     dst.set_meta(key, src.meta().get(key))
             dst.publish()  # --replace: the copy takes the old index's place only now
-    stats.conversations = copy_conversations(source, target)
+    stats.conversations_note = talks_note
+    try:
+        stats.conversations = open_conversations(target).absorb(talks)
+    except StoreError as exc:
+        stats.conversations_note = (f"the index was copied, but not its conversations: {exc}; "
+                                    f"they are still beside {public_target(source)}")
     return stats
 
 
-def copy_conversations(source, target) -> int:
-    """The source index's conversations added to the target's, whole (store/conversations.py:
-    they live beside an index, so they travel with it here); one the target already holds
-    stays as it is. How many were added."""
-    return open_conversations(target).absorb(open_conversations(source).export())
+def conversations_to_copy(source, target) -> tuple[list, str | None]:
+    """The source index's conversations, whole, to add to the target's (they live beside
+    an index, so they travel with it: store/conversations.py), and why there are none
+    when they cannot be read (a warning: the index is copied all the same). StoreError
+    when the target's cannot be read: then nothing was written yet."""
+    try:
+        talks = list(open_conversations(source).export())
+    except StoreError as exc:
+        return [], f"the conversations of {public_target(source)} were not copied: {exc}"
+    if talks:
+        try:
+            open_conversations(target).count()
+        except StoreError as exc:
+            raise StoreError(f"nothing was copied: the conversations of "
+                             f"{public_target(source)} go beside the copy, and {exc}") from None
+    return talks, None
 
 
 def _copy_documents(src, dst, stats: CopyStats) -> None:

@@ -447,7 +447,9 @@ async function askInThread(question) {
   try {
     const body = conversation ? { question, conversation } : { question };
     const a = await askStream(body, (piece) => turn.text.append(piece), controller.signal);
-    conversation = a.conversation || conversation;
+    // the id a follow-up continues, as the answer names it: a new one when the old could
+    // not be read, none when nothing keeps this turn (its note says so): start afresh
+    conversation = a.conversation || null;
     $("answer").dataset.conversation = conversation || "";
     finishTurn(turn, a, question);
   } catch (err) {
