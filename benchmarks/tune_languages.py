@@ -3,6 +3,8 @@
 The constants of issue 41's language side, each a choice between variants, measured per
 language on the multilingual question sets (examples/languages, benchmarks/bench_languages.py):
 
+  snowball   the Snowball stop words and stemmer of German, Spanish and French, each on
+             or off (text/analyzers.py)
   compounds  German compound n-grams (text/compounds.py): none, or n-grams of n letters of
              words of at least INDEX_MIN letters, a query word's grams weighing QUERY_WEIGHT
   japanese   how a Japanese run becomes terms (text/cjk.JapaneseRules): split at script
@@ -71,7 +73,17 @@ def chunk_variants() -> dict[str, dict]:
             **{f"chunk at {e:g}": {"CHUNK_MIN_EVIDENCE": e} for e in (5.0, 10.0)}}
 
 
+def snowball_variants() -> dict[str, dict]:
+    return {"stop words and stemmer": {"SNOWBALL_STOP": "both", "SNOWBALL_STEM": True},
+            "stop words from queries, stemmer": {"SNOWBALL_STOP": "query",
+                                                 "SNOWBALL_STEM": True},
+            "stemmer alone": {"SNOWBALL_STOP": "none", "SNOWBALL_STEM": True},
+            "stop words alone": {"SNOWBALL_STOP": "both", "SNOWBALL_STEM": False},
+            "neither": {"SNOWBALL_STOP": "none", "SNOWBALL_STEM": False}}
+
+
 GROUPS = {  # name: (module, languages it applies to, variants)
+    "snowball": ("brainbot.text.analyzers", ("de", "es", "fr"), snowball_variants),
     "chunks": ("brainbot.notes.language", LANGS, chunk_variants),
     "compounds": ("brainbot.text.compounds", ("de",), compound_variants),
     "japanese": ("brainbot.text.cjk", ("ja",), japanese_variants),
@@ -173,6 +185,19 @@ def best(scores: dict[str, dict], langs, mode: str) -> str:
     return max(names, key=key)
 
 
+def in_use() -> dict[str, str]:
+    """Each group's variant whose values are the code's own constants now."""
+    import importlib
+
+    out = {}
+    for group, (module_name, _, variants) in GROUPS.items():
+        module = importlib.import_module(module_name)
+        for name, values in variants().items():
+            if all(getattr(module, k) == v for k, v in values.items()):
+                out[group] = name
+    return out
+
+
 def choices(result: dict) -> dict:
     """What the set's figures choose: each group's variant (by bm25, the leg it changes),
     each language's vector weight, and "*" left one language out at a time."""
@@ -221,6 +246,7 @@ def main(argv=None) -> int:
                 lang, examples / "languages" / source / lang, questions, embedder, Path(tmp))
             print(lang, json.dumps(result["languages"][lang]), flush=True)
     result["chosen_here"] = choices(result)
+    result["in_use"] = in_use()
     result["seconds"] = round(time.perf_counter() - started, 1)
     out = Path(args.out or REPO / f"benchmarks/results/language_constants_{args.set}.json")
     out.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

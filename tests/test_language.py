@@ -84,3 +84,10 @@ def test_plausible_languages_of_a_query():
     assert language.plausible("¿Cómo se alimenta la masa madre cuando está en la nevera?",
                               ["en", "es"], ["en"]) == ["es"]
     assert language.plausible("anything", ["en"]) == ["en"]
+
+
+def test_an_ideograph_unknown_to_this_pythons_unicode_tables_is_still_cjk():
+    """U+2EBE1 (CJK Extension I) is in CJK_RANGES but no word character to Python 3.11:
+    a text of it alone once divided by zero letters (hypothesis found it)."""
+    assert language.script_language("\U0002ebe1") == "zh"
+    assert language.detect("\U0002ebe1 \U0002ebe1") == "zh"

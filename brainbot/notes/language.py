@@ -175,7 +175,8 @@ def script_language(text: str) -> str | None:
     cjk, cyrillic = len(_CJK.findall(text)), len(_CYRILLIC.findall(text))
     if not cjk and not cyrillic:
         return None
-    letters = len(_LETTER.findall(text))
+    # an ideograph newer than this Python's Unicode tables is CJK but no letter to it
+    letters = max(len(_LETTER.findall(text)), cjk, cyrillic)
     if cjk / letters >= CJK_NAME_SHARE:
         if len(_HANGUL.findall(text)) >= KO_HANGUL_SHARE * cjk:
             return "ko"

@@ -38,6 +38,12 @@ SNOWBALL = {"da": "danish", "de": "german", "es": "spanish", "fi": "finnish",
             "nl": "dutch", "no": "norwegian", "pt": "portuguese", "ru": "russian",
             "sv": "swedish"}
 ENGLISH = "en"
+# Where those languages' Snowball stop words are dropped ("both": from notes and queries;
+# "query": from queries alone, the notes keep them as terms and in their length; "none")
+# and whether their Snowball stemmer runs: each measured (benchmarks/tune_languages.py,
+# group "snowball").
+SNOWBALL_STOP = "both"
+SNOWBALL_STEM = True
 # The analyzer an index records (store/identity.py): English terms are those of
 # lexical.ANALYZER_VERSION exactly; "lang1" adds the per-language analysis of this module.
 VERSION = f"{lexical.ANALYZER_VERSION}+lang1"
@@ -64,34 +70,37 @@ def _stemmer(lang: str) -> Stemmer.Stemmer:
 
 
 @lru_cache(maxsize=1 << 18)
-def _snowball_term(token: str, lang: str) -> str:
+def _snowball_term(token: str, lang: str, stem: bool = True) -> str:
     """One lowercased token of ``lang`` to its term: stemmed (not a token holding a
     digit: numbers and identifiers stay whole, as in English), accents folded off."""
     if lang == "ru":
         token = token.replace("ё", "е")  # the stop list and the stemmer spell it so
-    if not any(c.isdigit() for c in token):
+    if stem and not any(c.isdigit() for c in token):
         token = _stemmer(lang).stemWord(token)
     return lexical.fold(token)
 
 
-def snowball_terms(text: str, lang: str) -> list[str]:
-    """Terms of ``text`` in a language with a Snowball stemmer (``SNOWBALL``)."""
-    stop = language.stop_words(lang)
+def snowball_terms(text: str, lang: str, query: bool = False) -> list[str]:
+    """Terms of ``text`` (a query's when ``query``) in a language with a Snowball stemmer
+    (``SNOWBALL``)."""
+    dropped = SNOWBALL_STOP == "both" or (query and SNOWBALL_STOP == "query")
+    stop = language.stop_words(lang) if dropped else frozenset()
     out: list[str] = []
     for token in lexical.tokens(text):
         if lexical.is_cjk_run(token):
             out.extend(lexical.cjk_grams(token))
         elif len(token) <= lexical.MAX_TERM_CHARS and token not in stop:
-            term = _snowball_term(token, lang)
+            term = _snowball_term(token, lang, SNOWBALL_STEM)
             if term:
                 out.append(term)
     return out
 
 
-def analyze_as(text: str, lang: str | None) -> list[str]:
-    """The terms of ``text`` analysed as ``lang`` (None or an unknown code: English)."""
+def analyze_as(text: str, lang: str | None, query: bool = False) -> list[str]:
+    """The terms of ``text`` (a query's when ``query``) analysed as ``lang`` (None or an
+    unknown code: English)."""
     if lang in SNOWBALL:
-        return snowball_terms(text, lang)
+        return snowball_terms(text, lang, query)
     if lang in cjk.LANGUAGES:
         return cjk.terms(text, lang)
     return lexical.analyze(text)
@@ -135,10 +144,10 @@ def query_terms(text: str, languages: Mapping[str, int]) -> Counter:
     langs = language.plausible(text, list(languages), main_languages(languages))
     if langs in ([], [ENGLISH]):
         return lexical.query_terms(text)
-    stops = _query_stops(tuple(langs))
+    stops = _query_stops(tuple(langs)) if SNOWBALL_STOP != "none" else frozenset()
     out: Counter = Counter()
     for lang in langs:
-        counts = Counter(analyze_as(text, lang))
+        counts = Counter(analyze_as(text, lang, query=True))
         counts.update(compounds.query_extra(list(counts), lang))
         for term, n in counts.items():
             if term not in stops and n > out.get(term, 0):
