@@ -15,8 +15,9 @@ GROUP_TITLES = {
     "snowball": "The Snowball stop words and stemmer of German, Spanish and French (text/"
                 "analyzers.py). Not chosen by these figures: stop words are what keeps "
                 "question words (ich, wie, meine) from ranking FAQ sections first, which "
-                "the kept-aside set showed and these sets hold no FAQ to show; without them "
-                "is one question ahead here, within noise",
+                "the kept-aside set showed and these sets hold no FAQ to show. Without them "
+                "BM25 is two questions of 96 ahead on the tuning set and three of 99 on the "
+                "test set: the questions' own function words (sin, sans, ohne) match",
     "chunks": "A chunk's language: its note's alone, or its own when its stop words name it "
               "with this much evidence",
     "compounds": "German compounds (text/compounds.py)",
