@@ -11,6 +11,7 @@ streams, stops and calls tools, and what an ask will do with it (issue 42).
 from __future__ import annotations
 
 import shlex
+from dataclasses import replace
 from pathlib import Path
 
 from brainbot.index.freshness import missing_root_line, missing_roots, present_roots, vault_changes
@@ -150,11 +151,13 @@ def _db_checks(db) -> list[dict]:
 
 def _check_writable(store: Store) -> None:
     from brainbot.store import identity
+    from brainbot.text.analyzers import writes_with
 
     meta = store.meta()
     precision = identity.precision_of(meta) or "fp32"
-    identity.check(meta, store.target,
-                   writer=identity.current(precision, model=identity.model_of(meta)))
+    writer = replace(identity.current(precision, model=identity.model_of(meta)),
+                     analyzer=writes_with(meta.get("analyzer")))
+    identity.check(meta, store.target, writer=writer)
 
 
 def _store_checks(store: Store, db) -> list[dict]:
@@ -181,6 +184,7 @@ def _store_checks(store: Store, db) -> list[dict]:
         out.append(_check("model", ok, detail,
                           f"brainbot index {roots} --db {db_arg} --rebuild --model "
                           "multilingual-e5-small"))
+        out.append(_check("language", True, _language_detail(store.meta(), other, rebuild)))
         warned = {w["path"] for w in warnings_of(store)}
         out.append(_check("note warnings", True, f"{len(warned)} notes indexed with warnings"
                           + (" (brainbot status lists them)" if warned else "")))
@@ -210,6 +214,25 @@ def _absent_roots_check(store: Store, db_arg: str) -> list[dict]:
                        "from the index)" for root, n in absent.items())
     return [_check("folders", is_url(store.target), detail,
                    f"if it moved or is gone for good: brainbot index --prune --db {db_arg}")]
+
+
+def _language_detail(meta: dict[str, str], other: int, rebuild: str) -> str:
+    """How BM25 analysed the index's chunks: each in its language, or (an index from
+    before per-language analysis holding non-English chunks) with English rules, and
+    how to analyse them in theirs."""
+    from brainbot.text import analyzers, lexical
+
+    if meta.get("analyzer") == lexical.ANALYZER_VERSION:
+        if not other:
+            return "BM25 analyses every chunk with English rules"
+        return (f"BM25 analysed {other:,} non-English chunks with English rules (an index "
+                f"from before per-language analysis): {rebuild} analyses each note in its "
+                "own language")
+    counts = analyzers.recorded_languages(meta)
+    shown = ", ".join(f"{lang} {n:,}" for lang, n in
+                      sorted(counts.items(), key=lambda kv: -kv[1])[:6])
+    return "BM25 analyses each note in its own language" + (f" (chunks: {shown})"
+                                                           if shown else "")
 
 
 def run_checks(db, server: bool = True, client=None) -> list[dict]:

@@ -18,7 +18,7 @@ from brainbot.model.records import MINILM
 from brainbot.store.sqlite import file as store
 
 CHECKS = ["model files", "onnx export", "search kernel", "sqlite-vec", "database integrity",
-          "fingerprint", "stale files", "model", "note warnings", "vectors"]
+          "fingerprint", "stale files", "model", "language", "note warnings", "vectors"]
 
 
 def doctor(capsys, db, *extra) -> tuple[int, dict[str, dict], str]:

@@ -140,10 +140,10 @@ def plan(question: str, earlier: list[Turn], searcher, method: Method = DEFAULT)
         return Searched(question, text, None, searcher.embedder.embed_query(text),
                         _prior(context, method), method.prior, True)
     ages = [(t.question, method.decay ** age) for age, t in enumerate(reversed(context))]
-    terms = Counter(lexical.query_terms(question))
+    terms = Counter(searcher.query_terms(question))  # in the index's languages
     vec = np.asarray(own, dtype=np.float32).copy()
     for text, weight in ages:
-        for term, n in lexical.query_terms(text).items():
+        for term, n in searcher.query_terms(text).items():
             if method.terms and term not in QUESTION_WORDS:
                 terms[term] += method.terms * weight * n
         if method.vector:

@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, fields
 from brainbot.errors import EmptyRebuildError, InputError, StoreError
 from brainbot.store.identity import IndexIdentity
 from brainbot.store.target import open_conversations, open_store, public_target, whereabouts
+from brainbot.text.analyzers import LANGUAGES_KEY
 
 # Chunks a write transaction: more than the indexer's 64 (nothing is embedded here, so a
 # batch costs only its rows), few enough that a kill loses little.
@@ -105,9 +106,10 @@ def copy_index(source, target, *, replace: bool = False, allow_empty: bool = Fal
                 # links travel as written; which document each names is the target's to
                 # work out (it holds the same notes, so it finds the same ones)
                 dst.resolve_links()
-                # a source not yet re-read after migration 4 passes that on, and which
-                # roots were indexed as folders
-                for key in ("vault_refresh", "folder_roots"):
+                # a source not yet re-read after migration 4 passes that on, which
+                # roots were indexed as folders, and the languages its chunks were
+                # analysed in (its queries are analysed in them)
+                for key in ("vault_refresh", "folder_roots", LANGUAGES_KEY):
                     dst.set_meta(key, src.meta().get(key))
             old, _ = dst.replaced() or (0, 0)
             if old and not stats.documents and not allow_empty:

@@ -43,10 +43,12 @@ indexes into SQLite and Postgres alike. It does not rank or answer anything.
 from __future__ import annotations
 
 import hashlib
+import json
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from contextlib import closing, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from brainbot.errors import EmptyRebuildError, IndexStopped, ReadOnlyStoreError
@@ -54,7 +56,7 @@ from brainbot.notes import files as notes
 from brainbot.notes import language
 from brainbot.store.records import NewChunk, NewDocument
 from brainbot.store.target import open_store, recorded_precision
-from brainbot.text import documents, lexical
+from brainbot.text import analyzers, documents
 from brainbot.text.documents import Chunked, Document
 
 from .freshness import stat_vouches
@@ -204,6 +206,8 @@ class Indexer:
         self.allow_empty = allow_empty  # a rebuild may replace notes with an empty index
         self.store = None
         self.refreshing = False  # an index from before links and tags: fill them for all
+        self.analyzer = ""  # the BM25 analyzer it writes with (__enter__: _analyzer)
+        self.languages: dict[str, int] = {}  # chunks analysed in each language
         self.dirty = False  # something was written: links may point elsewhere now
         self.stop = stop  # a threading.Event: set, the run ends before its next transaction
 
@@ -222,17 +226,28 @@ class Indexer:
         self.stats.model = self.model.name
         self.identity = current(self.precision, self.params, self.model)
         self.counter = TokenCounter(model=self.model)
+        self.analyzer = self._analyzer()
+        self.identity = replace(self.identity, analyzer=self.analyzer)
         self.store = open_store(self.target, write=True, identity=self.identity,
                                 rebuild=self.rebuild)
         try:
             self.store.record_identity(self.identity)
-            self.refreshing = self.store.meta().get("vault_refresh") == "1"
+            meta = self.store.meta()
+            self.refreshing = meta.get("vault_refresh") == "1"
+            self.languages = analyzers.recorded_languages(meta)
         except BaseException:
             self.store.close()
             self.store = None
             raise
         self.started = time.perf_counter()
         return self
+
+    def _analyzer(self) -> str:
+        """The BM25 analyzer this run writes with (``analyzers.writes_with``): an index
+        keeps the English-only analyzer it was built with until a --rebuild."""
+        from brainbot.store.target import recorded_meta
+
+        return analyzers.writes_with(recorded_meta(self.target).get("analyzer"), self.rebuild)
 
     def __exit__(self, exc_type, *exc) -> None:
         store, self.store = self.store, None
@@ -488,7 +503,7 @@ class Indexer:
 
         stages = self.stats.stages
         chunked = chunk_in_order(items, to_chunk, self.params, counter=self.counter,
-                                 workers=self.workers, analyze=True)
+                                 workers=self.workers, analyze=self.analyzer)
         with closing(chunked):
             while True:  # the wait for each result is the chunk stage, less its reading
                 start, read = time.perf_counter(), stages["read"]
@@ -561,6 +576,21 @@ class Indexer:
                 if prior:
                     self.store.delete_documents([prior.id])
                 self.store.add_document(_new_document(item, vectors))
+            self._record_languages(pending.batch)
+
+    def _record_languages(self, batch: list[Chunked]) -> None:
+        """Count this batch's chunks by the language they were analysed in, in the index's
+        meta (``analyzers.LANGUAGES_KEY``): a query is analysed in the index's languages
+        it may be in. Counts only grow (a language whose notes left costs a query a few
+        unmatched terms); a rebuild starts them anew."""
+        if self.analyzer != analyzers.VERSION:
+            return  # an English-only index: its queries are analysed in English
+        seen = Counter(lang for item in batch for *_, lang in _analysis(item))
+        if seen:
+            for lang, n in seen.items():
+                self.languages[lang] = self.languages.get(lang, 0) + n
+            self.store.set_meta(analyzers.LANGUAGES_KEY,
+                                json.dumps(self.languages, sort_keys=True))
 
     def _check_stop(self) -> None:
         if self.stop is not None and self.stop.is_set():
@@ -577,21 +607,20 @@ def language_note(share: float) -> str:
 
 
 def _analysis(item: Chunked) -> list[tuple]:
-    """(terms, length, english) of each chunk: from the chunking worker, or computed."""
-    if item.lexical is not None:
-        return item.lexical
-    return [(*lexical.term_frequencies(c.retrieval_text),
-             language.looks_english(c.retrieval_text)) for c in item.chunks]
+    """(terms, length, english, language) of each chunk, as the chunking step analysed
+    it (``_chunked`` asks it to, in the index's analyzer)."""
+    assert item.lexical is not None, "chunked without analysis"
+    return item.lexical
 
 
 def _english(item: Chunked) -> list[bool]:
-    return [english for _, _, english in _analysis(item)]
+    return [english for _, _, english, _ in _analysis(item)]
 
 
 def _new_document(item: Chunked, vectors: dict) -> NewDocument:
     doc = item.doc
     chunks = []
-    for c, (terms, length, english) in zip(item.chunks, _analysis(item), strict=True):
+    for c, (terms, length, english, _) in zip(item.chunks, _analysis(item), strict=True):
         h = _sha256_text(c.retrieval_text)
         chunks.append(NewChunk(c, h, vectors.get(h), terms, length, english))
     return NewDocument(doc.root, doc.relpath, doc.sha256, doc.size, doc.mtime_ns, item.title,

@@ -6,7 +6,8 @@ reader and tokenizer builder read them, the graph's shape (layers; both records 
 the one BERT graph builder of ``model/graph.py``), pooling, the prefixes the model was
 trained with, the dimension, how many tokens it takes, the precisions it is offered at,
 and how much its vectors may weigh in fusion per language (``vector_weight``: language
-code -> weight, "*" for any other; 1.0 everywhere until someone measures otherwise). A
+code -> weight, "*" for any other; each chosen on the tuning question sets, see
+``search/weights.py``; 1.0 everywhere until someone measures otherwise). A
 third model is a third record (and a reader or tokenizer builder if its format is new),
 not new branches across the code.
 
@@ -88,6 +89,17 @@ MINILM = ModelRecord(
     pad_id=0, ends=(101, 102),  # [PAD]; [CLS] [SEP] in vocab.txt
     cache_key="minilm-l6", env_dir="BRAINBOT_MODEL_DIR",
     license="Apache-2.0", languages="English", multilingual=False,
+    # Chosen on the tuning set (benchmarks/tune_languages.py, results/language_constants_
+    # tuning.json: hybrid hit@5 / MRR@10 of the Debian Reference's 32 answerable
+    # questions a language, the vector leg weighed 0, 0.25, 0.5, 0.75 or 1):
+    #   en  1: 0.969 / 0.938; lower weights 0.969 / 0.901-0.922 (and the NFCorpus setting).
+    #   ja, zh  0: BM25 alone, 0.906 / 0.839 and 0.906 / 0.875; 0.25 already 0.906 / 0.682
+    #     and 0.875 / 0.654, 1 0.656 / 0.493 and 0.656 / 0.558. Korean is not in the sets:
+    #     0 as measured on examples/questions-cjk.jsonl (benchmarks/bench_cjk.py).
+    #   "*"  0.25, the best over de, es and fr together (hit@5 0.969, 0.938, 0.938); chosen
+    #     on two of them, it is 0.5 for de (0.938 where its own best, 0.25, has 0.969) and
+    #     0.25 for es and fr (within 0.005 MRR of their own best, 0.5).
+    vector_weight={"en": 1.0, "zh": 0.0, "ja": 0.0, "ko": 0.0, "*": 0.25},
 )
 
 E5_SMALL = ModelRecord(

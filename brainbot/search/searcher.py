@@ -4,8 +4,11 @@ A Searcher opens an index read-only through its store (``store/interface.py``), 
 leg (on SQLite in the C kernel over arrays loaded once, so many queries, as in the eval,
 pay for that once; on Postgres in SQL). Hybrid mode takes a candidate pool from each leg
 and fuses them here, above the store, so both stores rank alike; the default fusion
-method and weights are the ones ``brainbot eval`` measured best (see README, "Retrieval
-quality"). Every search first lets the store pick up what another process indexed.
+method is the one ``brainbot eval`` measured best (see README, "Retrieval quality"), and
+the vector leg weighs what the index's model can do in the query's language
+(``search/weights.py``). The query's BM25 terms are those of the index's languages it may
+be in (``text/analyzers.py``). Every search first lets the store pick up what another
+process indexed.
 
 Nothing here writes to the database or talks to an LLM except the optional LLM
 re-ranker in ``search/rerank.py``.
@@ -22,11 +25,12 @@ import numpy as np
 from brainbot.errors import InputError
 from brainbot.index import freshness
 from brainbot.kernel import native as kernel
-from brainbot.notes import language
 from brainbot.store.interface import Store
 from brainbot.store.records import DocumentRow, Filter
 from brainbot.store.target import open_store
-from brainbot.text import lexical
+from brainbot.text import analyzers
+
+from .weights import vector_weight
 
 MODES = ("bm25", "vector", "hybrid")
 # Candidates each leg hands to fusion. 100 covers recall@100 for the eval and costs
@@ -38,13 +42,9 @@ RRF_K = 60.0
 # Settled by `brainbot eval` on NFCorpus (README, "Retrieval quality").
 DEFAULT_FUSION: Literal["rrf", "weighted"] = "rrf"
 DEFAULT_WEIGHTS = (1.0, 1.0)  # (bm25, vector)
-# A query written mostly in Chinese, Japanese or Korean: the English model's vectors are
-# weak there, so BM25 carries it. benchmarks/bench_cjk.py, hybrid hit@5 / MRR on
-# examples/questions-cjk.jsonl with (bm25, vector) weights 1:1 0.855 / 0.679, 1:0.5
-# 0.952 / 0.785, 1:0.25 0.968 / 0.855, 1:0 1.000 / 0.973 (= bm25 alone; vector alone:
-# 0.613 / 0.437). Any weight on the vector leg only hurt, so it is left out (and the
-# query is not embedded).
-CJK_WEIGHTS = (1.0, 0.0)
+# Without weights given, the vector leg weighs what the index's model can do in the
+# query's and the notes' languages (search/weights.py: all-MiniLM-L6-v2 is 0 for Chinese,
+# Japanese and Korean, so such a query is not embedded at all).
 
 
 @dataclass
@@ -177,7 +177,20 @@ class Searcher:
 
     # -- legs: (chunk ids, scores), best first ------------------------------------------
     def bm25(self, query: str, n: int, flt: Filter | None = None, terms: Counter | None = None):
-        return self.store.bm25_topk(terms or lexical.query_terms(query), n, flt)
+        return self.store.bm25_topk(terms or self.query_terms(query), n, flt)
+
+    def languages(self) -> dict[str, int]:
+        """Language -> chunks of the index analysed in it (text/analyzers.py)."""
+        return analyzers.index_languages(self.store.meta())
+
+    def query_terms(self, text: str) -> Counter:
+        """BM25 terms of ``text`` in each of the index's languages it may be in."""
+        return analyzers.query_terms(text, self.languages())
+
+    def fusion_weights(self, query: str) -> tuple[float, float]:
+        """(bm25, vector) weights for ``query``: the vector leg's from search/weights.py."""
+        model = self.store.meta().get("model")
+        return (1.0, vector_weight(model, query, self.languages()))
 
     def vector(self, query: str, n: int, flt: Filter | None = None, qvec=None):
         if qvec is None:
@@ -207,7 +220,7 @@ class Searcher:
         if not query.strip():
             raise InputError("the query is empty")
         self.store.refresh()  # another process may have indexed since the last query
-        weights = weights or (CJK_WEIGHTS if language.mostly_cjk(query) else DEFAULT_WEIGHTS)
+        weights = weights or self.fusion_weights(query)
         flt = Filter(path_glob, tuple(tags or ()), since, before, linked_to)
         n = max(pool, k)
         if mode == "bm25":

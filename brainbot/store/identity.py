@@ -71,7 +71,7 @@ def current(precision: str = "fp32", params=None, model=None) -> IndexIdentity:
     from brainbot.model.embed import Embedder
     from brainbot.model.files import tokenizer_fingerprint
     from brainbot.model.records import record
-    from brainbot.text import lexical
+    from brainbot.text import analyzers
     from brainbot.text.chunking import ChunkParams
 
     spec = record(model)
@@ -82,7 +82,7 @@ def current(precision: str = "fp32", params=None, model=None) -> IndexIdentity:
         dimension=spec.dimension,
         tokenizer=tokenizer_fingerprint(spec),
         chunker=params.fingerprint(),
-        analyzer=lexical.ANALYZER_VERSION,
+        analyzer=analyzers.VERSION,
         embedder=Embedder(precision=precision, model=spec).fingerprint,
     )
 
@@ -98,11 +98,11 @@ def reader_wants(meta: dict[str, str] | None = None) -> dict[str, str]:
     names (the default model's without meta), the analyzer; constants, nothing loaded.
     For a model no record names, the default's, which it then fails to match."""
     from brainbot.model.records import for_index, record
-    from brainbot.text import lexical
+    from brainbot.text import analyzers
 
     spec = for_index(meta or {}) or record()
     return {"model": spec.model_id, "model_sha256": spec.weights_sha256,
-            "dimension": str(spec.dimension), "analyzer": lexical.ANALYZER_VERSION}
+            "dimension": str(spec.dimension), "analyzer": analyzers.VERSION}
 
 
 def model_of(meta: dict[str, str]):
@@ -123,6 +123,8 @@ def check(meta: dict[str, str], target, *, writer: IndexIdentity | None = None) 
     """Refuse an index whose recorded identity does not match: with ``writer`` every field
     of that identity, else (a reader) the fields of READER_KEYS. An index that records
     no identity yet (never written) passes."""
+    from brainbot.text import analyzers
+
     if "fingerprint" not in meta:
         return
     wanted = writer.as_meta() if writer is not None else reader_wants(meta)
@@ -130,7 +132,8 @@ def check(meta: dict[str, str], target, *, writer: IndexIdentity | None = None) 
         if key == "fingerprint":
             continue
         theirs = _recorded(meta, key)
-        if theirs != ours:
+        if theirs != ours and not (key == "analyzer" and writer is None
+                                   and analyzers.readable(theirs)):
             raise IdentityMismatchError(target, key, "none" if theirs is None else theirs, ours,
                                         _why(key, theirs))
 
