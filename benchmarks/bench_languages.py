@@ -216,6 +216,8 @@ def union(parts) -> tuple[dict, dict, dict]:
     """Several question files' ranks as one set (the checker keeps their ids apart)."""
     per_question, difficulty, unanswerable = {}, {}, {}
     for ranks, levels, official in parts:
+        if per_question.keys() & ranks.keys():  # examples/check_questions.py --languages says which
+            raise SystemExit("two question files share a question id: their union would drop one")
         per_question |= ranks
         difficulty |= levels
         for mode, figures in official.items():

@@ -108,6 +108,11 @@ def test_all_measures_each_question_file_and_their_union(bench, measured):
     assert out["all"]["hit@5_by_difficulty"]["hard"]["questions"] == 5
 
 
+def test_a_union_of_files_that_share_an_id_stops(bench):
+    with pytest.raises(SystemExit, match="share a question id"):
+        bench.union([(TERMS, {}, {}), (TERMS, {}, {})])
+
+
 @pytest.mark.parametrize("questions", ["terms", "plain"])
 def test_one_question_file_alone_has_no_union(measured, questions):
     assert list(measured(questions)) == [questions]
