@@ -69,7 +69,7 @@ def main() -> int:
     parser.add_argument("--out", default=str(REPO / "benchmarks/results"))
     args = parser.parse_args()
     os.environ.pop("ANTHROPIC_API_KEY", None)  # the offline answer, whatever is set
-    from brainbot.evaluate import format_conversations, run_conversations
+    from brainbot.evaluation.conversations import format_conversations, run_conversations
     from brainbot.index.indexer import Indexer
     from brainbot.model.embed import Embedder
     from brainbot.search.searcher import Searcher

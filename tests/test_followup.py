@@ -240,7 +240,7 @@ def test_eval_conversations_measures_follow_ups_alone_and_within(examples_db, tm
             {"question": "when did I last replace them?",
              "expected": ["home/car maintenance.md"], "kind": "pronoun"}]}) + "\n",
         encoding="utf-8")
-    from brainbot.evaluate import run_conversations
+    from brainbot.evaluation.conversations import run_conversations
 
     result = run_conversations(path, db=examples_db, k=5)
     assert result["conversations"] == 2 and result["mode"] == "extractive"
