@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from fake_anthropic import (
     FakeAnthropic,
@@ -67,15 +68,36 @@ def test_a_new_topic_inside_a_conversation_is_searched_as_itself(searcher):
     assert {c.path for c in shift.citations} == {"home/car maintenance.md"}
 
 
-def test_the_search_weighs_the_earlier_questions_below_the_question(searcher):
-    earlier = [Turn(STARTER, "", "answer", "extractive")]
+def test_the_context_weighs_half_the_question_in_both_legs(searcher):
+    earlier = [Turn(STARTER, "", "answer", "extractive", searched=STARTER)]
     plan = followup.plan(FOLLOW, earlier, searcher)
     assert plan.follow_up and plan.terms["keep"] == 1.0
-    assert plan.terms["tare"] == followup.DEFAULT.terms == 0.5
+    assert plan.terms["tare"] == followup.DEFAULT.terms == followup.CONTEXT_WEIGHT == 0.5
     assert plan.terms["how"] == 1.0  # an earlier question's question words add nothing
+    own, ctx = (searcher.embedder.embed_query(t) for t in (FOLLOW, STARTER))
+    blend = own + 0.5 * ctx
+    assert np.allclose(plan.qvec, blend / np.linalg.norm(blend), atol=1e-5)
     alone = followup.plan(FOLLOW, [], searcher)
     assert alone.terms is None and alone.text == FOLLOW and not alone.follow_up
-    assert abs(float((plan.qvec ** 2).sum()) - 1.0) < 1e-5
+
+
+def test_the_context_weighs_the_same_after_one_question_as_after_three(searcher):
+    """One block: until issue 43 each earlier question added its own share, so the
+    context counted three times as much after three questions as after one."""
+    chain = f"{STARTER} / what goes into it? / and the dashi?"
+    earlier = [Turn("and the dashi?", "", "answer", "extractive", searched=chain)]
+    plan = followup.plan(FOLLOW, earlier, searcher)
+    assert plan.text == f"{chain} / {FOLLOW}"
+    own = searcher.embedder.embed_query(FOLLOW)
+    block = searcher.embedder.embed_query(chain)
+    blend = own + 0.5 * block
+    assert np.allclose(plan.qvec, blend / np.linalg.norm(blend), atol=1e-5)
+    # until issue 43, each earlier question added its own 0.25: three of them pull the
+    # vector further from the question than one did
+    turns = [Turn(q, "", "answer", "extractive") for q in chain.split(" / ")]
+    one, three = (followup.plan(FOLLOW, t, searcher, followup.UNTIL_43).qvec
+                  for t in (turns[:1], turns))
+    assert float(three @ own) < float(one @ own)
 
 
 @pytest.mark.parametrize("question, back", [
@@ -87,26 +109,31 @@ def test_what_refers_back(question, back):
     assert followup.refers_back(question) is back
 
 
-def test_the_gates_keep_a_new_question_apart(searcher):
-    earlier = [Turn(STARTER, "", "answer", "extractive")]
+def test_a_question_that_stands_alone_restarts_the_topic(searcher):
+    earlier = [Turn(STARTER, "", "answer", "extractive", searched=STARTER)]
     new = "What tire pressure should the Subaru run at?"
-    for gate in ("cue", "evidence"):
-        method = followup.Method(gate=gate, evidence=0.3)
-        assert followup.plan(new, earlier, searcher, method).text == new
-        assert followup.plan(FOLLOW, earlier, searcher, method).follow_up
-    cut = [Turn(STARTER, "", "answer", "extractive"), Turn(new, "", "answer", "extractive")]
-    plan = followup.plan(FOLLOW, cut, searcher, followup.Method(gate="cue"))
-    assert plan.text == f"{new} / {FOLLOW}"  # the context restarts at the new question
+    plan = followup.plan(new, earlier, searcher)
+    assert plan.text == new and not plan.follow_up and plan.terms is None
+    assert np.allclose(plan.qvec, searcher.embedder.embed_query(new))
+    # a question that refers back but that the notes hold closer alone stands alone too
+    shorty = "Subaru tires?"
+    assert followup.refers_back(shorty)
+    joined = f"{STARTER} / {shorty}"
+    closer = searcher.best_cosine(searcher.embedder.embed_query(joined)) > searcher.best_cosine(
+        searcher.embedder.embed_query(shorty))
+    assert followup.plan(shorty, earlier, searcher).follow_up is closer
+    # after a new topic, the context is that topic alone
+    cut = earlier + [Turn(new, "", "answer", "extractive", searched=new)]
+    plan = followup.plan("and in winter?", cut, searcher)
+    assert plan.text == f"{new} / and in winter?"
 
 
-def test_the_prior_boosts_the_notes_the_last_answer_cited(searcher):
-    method = followup.Method(terms=0, vector=0, prior=0.05)
-    alone = followup.search(followup.plan(FOLLOW, [], searcher), searcher, followup.PRIOR_POOL)
-    top = {h.path for h in alone[:5]}
-    lower = next(h.path for h in alone[10:] if h.path not in top)  # in the pool, not on top
-    cited = Turn("q", "a", "answer", "extractive", [{"path": lower, "root": None}])
-    hits = followup.search(followup.plan(FOLLOW, [cited], searcher, method), searcher, 5)
-    assert hits[0].path == lower and top - {h.path for h in hits}
+def test_the_context_reaches_back_at_most_chain_questions(searcher):
+    chain = " / ".join(f"question {i} about the tare" for i in range(9))
+    earlier = [Turn("q", "", "answer", "extractive", searched=chain)]
+    context = followup.context_of(earlier, followup.DEFAULT)
+    assert len(context) == followup.CHAIN and context[-1] == "question 8 about the tare"
+    assert followup.context_of(earlier, followup.Method(context="last")) == ["q"]
 
 
 # -- with Claude -----------------------------------------------------------------------------
