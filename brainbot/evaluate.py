@@ -273,7 +273,9 @@ def run_answers(path: Path, *, db: str, searcher=None) -> dict:
     an answerable question's answer is correct when a citation quotes one of its
     ``answer_contains`` strings (case-insensitive), and wrong otherwise (the costly error);
     its passages hold the fact or not; an unanswerable one should not be answered
-    (near misses: passages are fine; off-topic questions: not_found)."""
+    (near misses: passages are fine; off-topic questions: not_found). Also counted, as
+    issue 43 measured it: an answer with a verified citation in a gold note (the note of
+    an ``expected`` location), whether or not the quote holds the fact."""
     from brainbot.ask.agent import ask
     from brainbot.search.searcher import Searcher
 
@@ -302,9 +304,12 @@ def _judge(q: dict, answer) -> dict:
     quoted = " ".join(c.cited_text.lower() for c in answer.citations)
     fact = any(s.lower() in quoted for s in q.get("answer_contains", []))
     kind = "answerable" if q["answerable"] else q.get("kind", "near_miss")
+    gold = {_RANGE.match(e).group("path") if _RANGE.match(e) else e.split("#", 1)[0]
+            for e in q["expected"]}
     return {"question": q["question"], "kind": kind, "outcome": answer.outcome, "fact": fact,
+            "gold_note": any(c.path in gold and c.verified for c in answer.citations),
             "quoted_chars": len(quoted) if answer.outcome == "answer" else 0,
-            "stop_reason": answer.stop_reason}
+            "stop_reason": answer.stop_reason, "support": answer.support}
 
 
 def answer_rates(rows: list[dict]) -> dict:
@@ -325,6 +330,8 @@ def answer_rates(rows: list[dict]) -> dict:
            "near_miss_passages": count("near_miss", "passages"),
            "refused_correctly": count("near_miss", "not_found") + count("off_topic", "not_found"),
            "off_topic_not_found": count("off_topic", "not_found"),
+           "answered_in_gold_note": sum(1 for r in answered if r["kind"] == "answerable"
+                                        and r.get("gold_note")),
            "mean_quoted_chars": round(sum(r["quoted_chars"] for r in answered)
                                       / max(len(answered), 1), 1)}
     rate = lambda a, b: round(a / b, 4) if b else None  # noqa: E731
@@ -332,6 +339,10 @@ def answer_rates(rows: list[dict]) -> dict:
         "answered_correct": rate(out["answered_correct"], n["answerable"]),
         "answered_wrong": rate(out["answered_wrong"], n["answerable"]),
         "fact_cited": rate(out["answered_correct"] + out["passages_with_fact"], n["answerable"]),
+        "answered_in_gold_note": rate(out["answered_in_gold_note"], n["answerable"]),
+        "answered_outside_gold_note": rate(
+            out["answered_correct"] + out["answered_wrong"] - out["answered_in_gold_note"],
+            n["answerable"]),
         "off_topic_not_found": rate(out["off_topic_not_found"], n["off_topic"]),
         "near_miss_answered": rate(out["near_miss_answered"], n["near_miss"])}
     return out
@@ -353,6 +364,9 @@ def format_answers(result: dict) -> str:
              f"({pct(rates['near_miss_answered'])}), passages {r['near_miss_passages']}",
              f"off-topic ({r['off_topic']}): not found {r['off_topic_not_found']} "
              f"({pct(rates['off_topic_not_found'])})",
+             f"answered with a verified citation in a gold note (issue 43's measure): "
+             f"{r['answered_in_gold_note']} ({pct(rates['answered_in_gold_note'])}), outside "
+             f"one {pct(rates['answered_outside_gold_note'])}",
              f"mean quoted characters per answer: {r['mean_quoted_chars']}"]
     wrong = [x["question"] for x in r["rows"] if (x["kind"] == "answerable" and x["outcome"]
              == "answer" and not x["fact"]) or (x["kind"] != "answerable" and x["outcome"]

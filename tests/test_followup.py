@@ -260,7 +260,8 @@ def test_eval_conversations_measures_follow_ups_alone_and_within(examples_db, tm
     path = tmp_path / "set.jsonl"
     path.write_text(json.dumps({"id": "tare", "turns": [
         {"question": STARTER, "expected": ["cooking/ramen.md"]},
-        {"question": FOLLOW, "expected": ["cooking/ramen.md"], "kind": "pronoun"}]}) + "\n"
+        {"question": FOLLOW, "expected": ["cooking/ramen.md"], "kind": "pronoun",
+         "answer_contains": ["3 months"]}]}) + "\n"
         + json.dumps({"id": "car", "turns": [
             {"question": "What tire pressure should the Subaru run at?",
              "expected": ["home/car maintenance.md#Quick reference"]},
@@ -271,12 +272,14 @@ def test_eval_conversations_measures_follow_ups_alone_and_within(examples_db, tm
 
     result = run_conversations(path, db=examples_db, k=5)
     assert result["conversations"] == 2 and result["mode"] == "extractive"
-    assert result["follow_ups"]["within"] == {"n": 2, "found": 1.0, "hit@5": 1.0}
+    within = result["follow_ups"]["within"]
+    assert (within["n"], within["found"], within["hit@5"]) == (2, 1.0, 1.0)
     assert result["follow_ups"]["alone"]["found"] < 1.0
     assert result["first"]["alone"]["n"] == 2 and result["first"]["inside_unrelated"]["n"] == 1
     assert result["first"]["inside_unrelated"]["found"] == 1.0
     rows = {(r["id"], r["n"]): r for r in result["rows"]}
     assert rows["tare", 2]["within"]["cited"] == ["cooking/ramen.md"]
+    assert rows["tare", 2]["within"]["answered"] and not rows["tare", 2]["alone"]["answered"]
     assert "inside_unrelated" in rows["car", 1] and "inside_unrelated" not in rows["tare", 1]
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "x", "turns": [{"question": "q", "expected": ["a.md"]}]}\n')

@@ -8,7 +8,8 @@ inside it (kind shift), each with its gold notes in ``expected``. Each question 
 
 - found: a gold note is cited by the answer or among its nearest passages (the three
   closest chunks every answer carries, a refusal's too);
-- hit@k: a gold note is among the top k chunks its search retrieved.
+- hit@k: a gold note is among the top k chunks its search retrieved;
+- answered: the answer (outcome answer) quotes one of its ``answer_contains``.
 
 Each follow-up is asked ALONE (a new conversation) and WITHIN its conversation (after its
 earlier turns as answered in this run); each first question alone and INSIDE an unrelated
@@ -104,8 +105,11 @@ def _asked(item: dict, earlier: list, searcher, k: int, method) -> tuple[dict, o
     hits = followup.search(followup.plan(item["question"], earlier, searcher, method),
                            searcher, k)
     shown = [c.path for c in answer.citations] + [n["path"] for n in answer.nearest]
+    quoted = " ".join(c.cited_text.lower() for c in answer.citations)
     return ({"found": any(p in gold for p in shown),
              f"hit@{k}": any(h.path in gold for h in hits[:k]),
+             "answered": answer.outcome == "answer" and any(
+                 s.lower() in quoted for s in item.get("answer_contains", [])),
              "outcome": answer.outcome, "mode": answer.mode,
              "cited": sorted({c.path for c in answer.citations})}, turn_of(answer))
 
