@@ -10,7 +10,10 @@ are made from it.
 ``--methods`` races the ways of reading a follow-up on the TUNING sets only and writes
 benchmarks/results/eval_followups_methods.json: every method's figures per set, and for
 each constant DEFAULT sets, the value chosen on all tuning corpora but one and how it does
-on the one left out. The test sets are never run with anything but DEFAULT.
+on the one left out. The test sets are run with DEFAULT for their figures and, beside it,
+with the two methods the issue compared (each earlier question weighted by itself, until
+issue 43, and plain joining of the last question): for comparison, nothing is chosen on
+them.
 
 No API key is used: the answers are the offline (extractive) ones.
 
@@ -30,35 +33,48 @@ MANIFEST = REPO / "examples/sets.json"
 K = 5
 
 
+GATES = ("closer", "cue", "both", "either", "always")
+
+
+def label(m) -> str:
+    """A method's name in the tables; the shipped one says so."""
+    from brainbot.ask.followup import DEFAULT, OWN_TERMS, UNTIL_43
+
+    if m == UNTIL_43:
+        return "until issue 43: each earlier question weighted by itself, 0.5 / 0.25, no gate"
+    if m.concat:
+        what = "the last question" if m.context == "last" else "the topic"
+        return f"plain joining of {what} and the question, gate {m.gate}"
+    name = f"topic block {m.terms:g}, gate {m.gate}" + (
+        f", own terms {m.own_terms}" if m.own_terms != OWN_TERMS else "")
+    return name + (" (shipped)" if m == DEFAULT else "")
+
+
 def methods() -> dict:
     """The ways raced on the tuning sets, DEFAULT first."""
+    from dataclasses import replace
+
     from brainbot.ask.followup import DEFAULT, UNTIL_43, Method
 
-    return {"default: topic block 0.5, gate cue + closer": DEFAULT,
-            "until issue 43: each earlier question, terms 0.5, vector 0.25": UNTIL_43,
-            "plain joining: the last question and this one": Method(concat=True,
-                                                                     context="last",
-                                                                     gate="always"),
-            "plain joining: the topic and this one, gated": Method(concat=True),
-            "topic block 0.25": Method(terms=0.25, vector=0.25),
-            "topic block 0.75": Method(terms=0.75, vector=0.75),
-            "topic block 1.0": Method(terms=1.0, vector=1.0),
-            "topic block 0.5, gate: cue words only": Method(gate="cue"),
-            "topic block 0.5, gate: closer only": Method(gate="closer"),
-            "topic block 0.5, no gate": Method(gate="always"),
-            "topic block 0.5, own terms 1": Method(own_terms=1),
-            "topic block 0.5, own terms 3": Method(own_terms=3)}
+    out = [DEFAULT, UNTIL_43, Method(concat=True, context="last", gate="always"),
+           replace(DEFAULT, concat=True)]
+    out += [replace(DEFAULT, terms=w, vector=w) for w in WEIGHTS]
+    out += [replace(DEFAULT, gate=g) for g in GATES]
+    out += [replace(DEFAULT, gate="cue", own_terms=n) for n in OWN]
+    return {label(m): m for m in dict.fromkeys(out)}
 
 
-# The constants DEFAULT sets, each with the methods that differ from it only there.
-FAMILIES = {
-    "CONTEXT_WEIGHT": {0.25: "topic block 0.25",
-                       0.5: "default: topic block 0.5, gate cue + closer",
-                       0.75: "topic block 0.75", 1.0: "topic block 1.0"},
-    "OWN_TERMS": {1: "topic block 0.5, own terms 1",
-                  2: "default: topic block 0.5, gate cue + closer",
-                  3: "topic block 0.5, own terms 3"},
-}
+WEIGHTS = (0.25, 0.5, 0.75, 1.0)
+OWN = (1, 3)  # with the cue gate, beside its 2
+
+
+def families() -> dict:
+    """The constants DEFAULT sets, each with the methods that differ from it only there."""
+    from dataclasses import replace
+
+    from brainbot.ask.followup import DEFAULT
+
+    return {"CONTEXT_WEIGHT": {w: label(replace(DEFAULT, terms=w, vector=w)) for w in WEIGHTS}}
 
 
 def score(results: list[dict]) -> tuple[int, int]:
@@ -88,7 +104,7 @@ def leave_one_out(raced: dict, corpus_of: dict) -> dict:
     kinds counted; ties to the smaller value) and its figures on the one left out."""
     corpora = set(corpus_of.values())
     out = {}
-    for name, family in FAMILIES.items():
+    for name, family in families().items():
         rows = []
         for left in sorted(corpora):
             chosen = max(sorted(family), key=lambda v: sum(
@@ -99,6 +115,20 @@ def leave_one_out(raced: dict, corpus_of: dict) -> dict:
             rows.append({"left_out": left, "chosen": chosen, "found": there[chosen],
                          "of": of, "best_there": max(sum(f) for f in there.values())})
         out[name] = rows
+    return out
+
+
+def compare(manifest, dbs: dict, embedder) -> dict:
+    """The test sets read by the two methods issue 43 compared, pooled (figures only)."""
+    from brainbot.ask.followup import UNTIL_43, Method
+    from brainbot.evaluation.sets import run_sets
+
+    out = {}
+    for method in (UNTIL_43, Method(concat=True, context="last", gate="always")):
+        result = run_sets(manifest, kinds=("conversations",), roles=("test",), k=K, dbs=dbs,
+                          embedder=embedder, method=method)
+        out[label(method)] = brief(result["pooled"]["follow-ups"]["test"])
+        print(label(method), score([e["result"] for e in result["sets"]]), flush=True)
     return out
 
 
@@ -140,6 +170,8 @@ def main() -> int:
     result = run_sets(manifest, kinds=("conversations",), roles=roles, k=K, dbs=dbs,
                       embedder=embedder)
     print(format_sets(result), flush=True)
+    if "test" in roles:
+        result["compare"] = compare(manifest, dbs, embedder)
     (out / "eval_followups.json").write_text(json.dumps(
         {"command": "brainbot eval --sets examples/sets.json -k 5 (conversation sets; no API "
                     "key: extractive)", **result}, indent=1, ensure_ascii=False) + "\n")

@@ -125,7 +125,35 @@ def followups_section() -> list[str]:
             _table(["conversation set", "corpus", "role", "follow-ups alone", "within",
                     "answered within", "first questions alone", "inside another conversation",
                     "new topics within"], rows)]
-    return text + _followup_methods()
+    return text + _test_comparison(f) + _followup_methods()
+
+
+def _test_comparison(f: dict) -> list[str]:
+    """The test sets read by the methods the issue compared, and the first test run."""
+    def within(r: dict) -> str:
+        return _rate(r["follow_ups"]["within"])
+
+    rows = [[label, within(r), _rate(r["first"]["inside_unrelated"])]
+            for label, r in f.get("compare", {}).items()]
+    first = _load("eval_followups_first_test_run.json")
+    text = []
+    if rows:
+        test = f["pooled"]["follow-ups"]["test"]
+        rows.insert(0, ["shipped (above)", within(test), _rate(test["first"]["inside_unrelated"])])
+        text += ["", "The test sets read, for comparison only, by the two methods issue 43 "
+                 "compared (nothing was chosen on this):", "",
+                 _table(["method", "follow-ups found within", "first questions inside "
+                         "another conversation"], rows)]
+    if first:
+        t = first["pooled"]["follow-ups"]["test"]
+        before = "; ".join(f"{label} {within(r)}" for label, r in first["compare"].items())
+        text += ["", "The first test run (`eval_followups_first_test_run.json`), of the Homebrew "
+                 "and lang-team conversation sets with the first version of the method (a "
+                 f"question read in context only when it also looked like a follow-up): found "
+                 f"within {within(t)}; {before}. Its misses showed the flaw the gate's change "
+                 "fixed, so those two sets are tuning sets now and the jj set is the test "
+                 "(examples/README.md)."]
+    return text
 
 
 def _followup_methods() -> list[str]:

@@ -112,20 +112,55 @@ def test_what_refers_back(question, back):
 def test_a_question_that_stands_alone_restarts_the_topic(searcher):
     earlier = [Turn(STARTER, "", "answer", "extractive", searched=STARTER)]
     new = "What tire pressure should the Subaru run at?"
+    embed = searcher.embedder.embed_query
+    # the notes hold the new question closer alone than joined to the tare's
+    assert searcher.best_cosine(embed(new)) >= searcher.best_cosine(embed(f"{STARTER} / {new}"))
     plan = followup.plan(new, earlier, searcher)
     assert plan.text == new and not plan.follow_up and plan.terms is None
-    assert np.allclose(plan.qvec, searcher.embedder.embed_query(new))
-    # a question that refers back but that the notes hold closer alone stands alone too
-    shorty = "Subaru tires?"
-    assert followup.refers_back(shorty)
-    joined = f"{STARTER} / {shorty}"
-    closer = searcher.best_cosine(searcher.embedder.embed_query(joined)) > searcher.best_cosine(
-        searcher.embedder.embed_query(shorty))
-    assert followup.plan(shorty, earlier, searcher).follow_up is closer
+    assert np.allclose(plan.qvec, embed(new))
     # after a new topic, the context is that topic alone
     cut = earlier + [Turn(new, "", "answer", "extractive", searched=new)]
     plan = followup.plan("and in winter?", cut, searcher)
-    assert plan.text == f"{new} / and in winter?"
+    assert plan.follow_up and plan.text == f"{new} / and in winter?"
+
+
+def test_a_follow_up_without_a_pronoun_keeps_its_topic(searcher):
+    """No pronoun, no opening, three words of its own: a gate on cue words reads it alone
+    and the topic restarts there (the first version of issue 43's method did, on the
+    Homebrew and lang-team sets: examples/README.md); the notes hold it closer joined."""
+    question = "how much mirin goes into the batch?"
+    assert not followup.refers_back(question)
+    earlier = [Turn(STARTER, "", "answer", "extractive", searched=STARTER)]
+    plan = followup.plan(question, earlier, searcher)
+    assert plan.follow_up and plan.text == f"{STARTER} / {question}"
+    cue = followup.plan(question, earlier, searcher, followup.Method(gate="cue"))
+    assert not cue.follow_up and cue.text == question
+
+
+class _Stub:
+    """A searcher whose joined readings are always closer than a question alone."""
+
+    class embedder:  # noqa: N801 - stands in for an Embedder instance
+        @staticmethod
+        def embed_query(text):
+            return text
+
+    @staticmethod
+    def best_cosine(vec):
+        return 0.9 if " / " in vec else 0.5
+
+
+@pytest.mark.parametrize("gate, follow, new", [
+    ("closer", True, True), ("cue", True, False), ("both", True, False),
+    ("either", True, True), ("always", True, True)])
+def test_the_gates(gate, follow, new):
+    method = followup.Method(gate=gate)
+    ask = {"and in the fridge?": follow, "What tire pressure should the Subaru run at?": new}
+    for question, want in ask.items():
+        assert followup.follows(question, f"ctx / {question}", question, _Stub, method) is want
+    far = type("Far", (_Stub,), {"best_cosine": staticmethod(lambda vec: 0.5)})
+    assert followup.follows("and in the fridge?", "ctx / and in the fridge?", "x", far,
+                            method) is (gate in ("cue", "either", "always"))
 
 
 def test_the_context_reaches_back_at_most_chain_questions(searcher):
