@@ -182,8 +182,10 @@ def _followup_methods() -> list[str]:
     return ["", f"How a follow-up is read, raced on the {len(m['sets'])} tuning sets pooled "
             "(`bench_followups.py --methods`; found, as above): each earlier question weighted "
             "by itself (until issue 43), plain joining, the topic as one block at a weight, and "
-            "the gate that reads a question alone when it does not refer back or the notes hold "
-            "it closer alone.", "",
+            "the gate that decides whether a question is read in context at all: *closer* (the "
+            "notes hold it closer joined to its topic than alone), *cue* (it looks like a "
+            "follow-up: a pronoun, an opening such as \"and\", at most `OWN_TERMS` words of its "
+            "own), both, either, or none (always in context).", "",
             _table(["method", "follow-ups found within", "first questions inside another "
                     "conversation", "new topics within"], rows), "",
             "Each constant the default sets, chosen on all tuning corpora but one (most "

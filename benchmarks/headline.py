@@ -83,13 +83,15 @@ def _followups() -> list[str] | None:
     if "tuning" not in pooled:
         return None
 
-    def found(r: dict, side: str = "within") -> str:
-        g = r["follow_ups"][side]
+    def found(r: dict, side: str = "within", part: str = "follow_ups") -> str:
+        g = r[part][side]
         return f"{round(g['found'] * g['n'])}/{g['n']}"
 
     test = pooled.get("test")
     return ["Follow-up questions found within their conversation",
-            f"test sets **{found(test)}** (asked alone {found(test, 'alone')})" if test else "—",
+            f"test sets **{found(test)}** (asked alone {found(test, 'alone')}); first questions "
+            f"inside another conversation {found(test, 'inside_unrelated', 'first')}"
+            if test else "—",
             f"tuning sets {found(pooled['tuning'])}; target ≥ 85 % on test sets",
             _link("Follow-up questions")]
 
