@@ -20,6 +20,7 @@ from pathlib import Path
 import language_tables
 from bench_languages import docs_section as _languages_section
 from e5_tables import e5_section
+from eval_tables import answers_section, followups_section
 from headline import cpu_name as _cpu
 
 HERE = Path(__file__).resolve().parent
@@ -86,97 +87,6 @@ def eval_section() -> str:
                  "`brainbot eval --questions FILE -k 5`:", "",
                  _table(["question set", "mode", "hit@5", "hit@1", "recall@5", "MRR"], qrows)]
     return "\n".join(text + answers_section() + followups_section())
-
-
-def _pct(n: int, d: int) -> str:
-    return f"{n}/{d} ({n / d:.0%})" if d else "—"
-
-
-def answers_section() -> list[str]:
-    a = _load("eval_answers.json")
-    if not a:
-        return []
-    rows = []
-    for r in a["sets"].values():
-        n = r["answerable"]
-        rows.append([f"`{r['dataset']}`", r["role"], _pct(r["answered_correct"], n),
-                     _pct(r["answered_wrong"], n),
-                     _pct(r["answered_correct"] + r["passages_with_fact"], n),
-                     _pct(r["near_miss_answered"], r["near_miss"]),
-                     _pct(r["off_topic_not_found"], r["off_topic"]), r["mean_quoted_chars"]])
-    return ["", "### Answers: `brainbot ask`",
-            "`python benchmarks/bench_answers.py` (= `brainbot eval --questions FILE --answers` "
-            "per set), no API key, so the extractive answer. Three outcomes: *answer* (the "
-            "quoted text should hold what was asked), *passages* (the closest passages, cited, "
-            "labelled as possibly not answering) and *not found*. Answered correctly: outcome "
-            "answer and a citation quotes the expected fact; wrongly: outcome answer without "
-            "it. Fact cited: in the answer or in the passages. Thresholds were chosen on the "
-            "tuning sets; the blind sets were run once, after. Targets: answered correctly "
-            "≥ 60 %, wrongly ≤ 5 %, fact cited ≥ 85 %, near misses answered ≤ 10 %, off-topic "
-            "not found ≥ 95 %.", "",
-            _table(["question set", "role", "answered correctly", "answered wrongly",
-                    "fact cited", "near misses answered", "off-topic not found",
-                    "mean quoted chars"], rows)]
-
-
-def _rate(group: dict, key: str = "found") -> str:
-    return f"{round(group[key] * group['n'])}/{group['n']} ({group[key]:.0%})" if group.get(
-        "n") else "—"
-
-
-def followups_section() -> list[str]:
-    f = _load("eval_followups.json")
-    if not f:
-        return []
-    rows = []
-    for r in f["sets"].values():
-        fu, fi, sh = r["follow_ups"], r["first"], r["shifts"]
-        rows.append([f"`{r['dataset']}`", r["corpus"], r["role"], _rate(fu["alone"]),
-                     f"**{_rate(fu['within'])}**", _rate(fu["alone"], "hit@5"),
-                     _rate(fu["within"], "hit@5"), _rate(fi["alone"]),
-                     _rate(fi["inside_unrelated"]), _rate(sh["within"])])
-    text = ["", "### Follow-up questions",
-            "`python benchmarks/bench_followups.py` (= `brainbot eval --conversations FILE "
-            "-k 5` per set), no API key, so the offline answer. Each follow-up (\"how long "
-            "does it keep?\") is asked alone and within its conversation; found: a gold "
-            "note is cited or among the answer's three nearest passages; hit@5: among the "
-            "top 5 chunks retrieved. First questions are asked alone and inside the set's "
-            "previous, unrelated conversation; new topics are questions that stand alone, "
-            "asked inside a conversation. The method was chosen on the tuning sets; the "
-            "held-out sets were run once, after. Target: follow-ups found within ≥ 80 %.", "",
-            _table(["conversation set", "corpus", "role", "follow-ups alone", "within",
-                    "hit@5 alone", "within", "first questions alone",
-                    "inside another conversation", "new topics within"], rows)]
-    return text + _followup_methods()
-
-
-def _followup_methods() -> list[str]:
-    m = _load("eval_followups_methods.json")
-    if not m:
-        return []
-    pooled: dict[str, list[dict]] = {}
-    for by_method in m["sets"].values():
-        for label, r in by_method.items():
-            pooled.setdefault(label, []).append(r)
-
-    def pool(results: list[dict], part: str, how: str) -> str:
-        results = [r for r in results if r[part][how].get("n")]
-        n = sum(r[part][how]["n"] for r in results)
-        hit = sum(round(r[part][how]["found"] * r[part][how]["n"]) for r in results)
-        return f"{hit}/{n} ({hit / n:.0%})" if n else "—"
-
-    first = next(iter(pooled.values()))  # every method's run asks each question alone too
-    rows = [["none: the question alone", pool(first, "follow_ups", "alone"),
-             pool(first, "first", "alone")]]
-    rows += [[label, pool(rs, "follow_ups", "within"), pool(rs, "first", "inside_unrelated")]
-             for label, rs in pooled.items()]
-    return ["", "How a follow-up is searched, raced on the two tuning sets pooled "
-            "(`bench_followups.py --methods`; found, as above): earlier questions' terms "
-            "and vectors at a weight, their concatenation, the last answer's notes as a "
-            "prior on the fused scores, and a gate that searches a question alone when it "
-            "does not refer back.", "",
-            _table(["method", "follow-ups found within", "first questions inside another "
-                    "conversation"], rows)]
 
 
 def embed_section() -> str:

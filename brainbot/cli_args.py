@@ -192,12 +192,20 @@ def _add_eval(sub) -> None:
     src.add_argument("--questions", metavar="FILE", help="a question set (JSON Lines)")
     src.add_argument("--conversations", metavar="FILE",
                      help="a conversation set: follow-ups alone and within their conversation")
+    src.add_argument("--sets", metavar="FILE",
+                     help="a manifest of sets (examples/sets.json): each set on its corpus, "
+                          "per-set tables with the tuning sets marked")
     _db_option(p, default=False)
     p.add_argument("--split", default="test", help="the BEIR split to score (default test)")
     p.add_argument("--modes", default="bm25,vector,hybrid",
                    help="the search modes to measure, comma-separated (default all three)")
     p.add_argument("--answers", action="store_true",
-                   help="with --questions: measure `brainbot ask` answers, not retrieval")
+                   help="with --questions or --sets: measure `brainbot ask` answers, not "
+                        "retrieval")
+    p.add_argument("--role", choices=["tuning", "test"], default=None,
+                   help="with --sets: only the sets of this role (default both)")
+    p.add_argument("--corpus", action="append", default=[], metavar="NAME=DIR",
+                   help="with --sets: where a corpus of the manifest is (repeatable)")
     p.add_argument("-k", type=_positive, default=10,
                    help="with --questions: hits a question may be found in (default 10)")
     p.add_argument("--limit", type=int, default=None, help="only the first N queries")
