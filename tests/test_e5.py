@@ -31,7 +31,7 @@ def q4_block(scale: float, nibbles: list[int]) -> bytes:
 
 
 def write_e5s1(path, *, hidden=32, layers=1, heads=2, ff=64, vocab=("<s>", "<pad>", "</s>", "<unk>", "▁a"),
-               positions=8, magic=b"E5S1", rng=None) -> dict[str, np.ndarray]:
+               positions=8, magic=b"E5S1", rng=None, scores=None) -> dict[str, np.ndarray]:
     """A complete small E5S1 file; returns the float weights it encodes (HF names)."""
     rng = rng or np.random.default_rng(1)
     tensors: list[tuple[str, int, int, bytes]] = []
@@ -69,7 +69,8 @@ def write_e5s1(path, *, hidden=32, layers=1, heads=2, ff=64, vocab=("<s>", "<pad
     blob = b"".join(p.encode() for p in vocab)
     offsets = np.cumsum([0] + [len(p.encode()) for p in vocab]).astype("<u4")
     head += struct.pack("<iiiiiQ", len(vocab), 0, 2, 1, 3, len(blob)) + offsets.tobytes()
-    head += np.linspace(0, -5, len(vocab)).astype("<f4").tobytes() + blob
+    scores = np.linspace(0, -5, len(vocab)) if scores is None else np.asarray(scores)
+    head += scores.astype("<f4").tobytes() + blob
     table = struct.pack("<IB", 0xFF21, 1) + struct.pack("<I", 0x41)  # "Ａ" -> "A"
     head += struct.pack("<iI", 1, len(table)) + table
     directory = struct.pack("<i", len(tensors))

@@ -127,6 +127,29 @@ def test_a_query_is_embedded_with_the_indexs_model(german_db, capsys):
     assert code == 0 and json.loads(out)[0]["path"] == "Garten.md"
 
 
+@pytest.mark.parametrize("mode, loaded", [("hybrid", ["onnxruntime", "tokenizers"]),
+                                           ("bm25", [])])
+def test_a_query_process_on_an_e5_index_builds_no_250k_piece_tokenizer(german_db, mode, loaded):
+    """A query embeds with the piece table's tokenizer (model/piece_table.py), never the
+    whole one (1 s and 270 MB); a bm25 query loads no model at all."""
+    import subprocess
+    import sys
+
+    db, _ = german_db
+    code = ("import sys; import brainbot.model.unigram as u\n"
+            "def refuse(*a, **k): raise SystemExit('the whole tokenizer was built')\n"
+            "u.build = refuse\n"
+            "from brainbot.cli import main\n"
+            f"rc = main(['query', 'Wann pflanzt man Tomaten?', '--db', {str(db)!r}, '--mode', "
+            f"{mode!r}, '--json'])\n"
+            "print(sorted(m for m in ('onnxruntime', 'tokenizers') if m in sys.modules), "
+            "file=sys.stderr); sys.exit(rc)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)[0]["path"] == "Garten.md"
+    assert done.stderr.strip().splitlines()[-1] == str(loaded)
+
+
 def test_switching_model_re_embeds_and_a_running_reader_follows(tmp_path, capsys):
     from brainbot.search.searcher import Searcher
 

@@ -17,7 +17,9 @@ little-endian:
 
 ``read`` checks the structure (magic, version, sizes, every tensor inside the file and of
 the size its type and count give) and raises ``WeightsFileError`` naming what is wrong,
-so a truncated or damaged file never reaches a graph. ``bert_weights`` gives the tensors
+so a truncated or damaged file never reaches a graph. The pieces are decoded and the
+normalisation table parsed when first asked for (each a WeightsFileError when damaged):
+a query process looks up a few pieces (``model/piece_table.py``) and needs neither. ``bert_weights`` gives the tensors
 under the Hugging Face BERT names the graph builders take (``model/graph.py``), every
 matrix dequantised exactly to float32, the word table kept compact: its 4-bit values as
 int8 with one fp32 scale per block of 32 (``embeddings.word_embeddings.q`` and
@@ -68,17 +70,64 @@ class Config:
 
 
 @dataclass
+class Vocabulary:
+    """The file's pieces as stored: piece i is ``blob[offsets[i]:offsets[i + 1]]``,
+    decoded only when asked (a piece that is not UTF-8 is a WeightsFileError then): the
+    250,002 pieces as Python strings cost ~20 MB and ~0.1 s, which a process that looks up
+    a few never pays."""
+
+    path: str
+    offsets: np.ndarray  # int64 [count + 1]
+    blob: bytes
+    _decoded: list[str] | None = None
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def piece(self, i: int) -> str:
+        return self._decode(self.blob[self.offsets[i]:self.offsets[i + 1]])
+
+    def pieces(self) -> list[str]:
+        if self._decoded is None:
+            cut = self.offsets.tolist()
+            self._decoded = [self._decode(self.blob[a:b]) for a, b in zip(cut[:-1], cut[1:])]
+        return self._decoded
+
+    def _decode(self, raw: bytes) -> str:
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise WeightsFileError(f"{self.path}: a vocabulary piece is not UTF-8 ({exc})") from exc
+
+
+@dataclass
 class E5S1:
     """One file, read: its config, vocabulary and tensors (views of the file's bytes)."""
 
     path: str
     config: Config
-    pieces: list[str]
+    vocabulary: Vocabulary
     scores: np.ndarray  # float32 [pieces]
     special: dict[str, int]  # bos, eos, pad, unk -> id
-    normalization: dict[int, str]  # code point -> what it becomes
+    normalization_bytes: bytes  # the table as stored (``normalization`` reads it)
+    normalization_entries: int
     tensors: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)
     data: np.ndarray | None = None  # the file's bytes (uint8, memory-mapped)
+    _normalization: dict[int, str] | None = None
+
+    @property
+    def pieces(self) -> list[str]:
+        """Every piece as a string (decoded on first use)."""
+        return self.vocabulary.pieces()
+
+    @property
+    def normalization(self) -> dict[int, str]:
+        """Code point -> what it becomes (read on first use; WeightsFileError when the
+        table is damaged)."""
+        if self._normalization is None:
+            self._normalization = _normalization(self.normalization_bytes,
+                                                 self.normalization_entries, self.path)
+        return self._normalization
 
     def raw(self, name: str) -> np.ndarray:
         """A tensor's bytes as stored."""
@@ -163,13 +212,16 @@ def read(path: str | Path) -> E5S1:
                     token_types, float(eps))
     if min(dims) <= 0 or config.hidden % config.heads or config.hidden % QK:
         raise WeightsFileError(f"{path}: implausible dimensions {config}")
-    pieces, scores, special = _vocabulary(cur)
-    normalization = _normalization(cur)
+    vocabulary, scores, special = _vocabulary(cur)
+    entries, nbytes = cur.fields(struct.Struct("<iI"))
+    normalization = cur.take(nbytes)
+    if entries < 0 or nbytes < 5 * entries:  # each entry: a code point and a count at least
+        raise WeightsFileError(f"{path}: the normalisation table's length does not add up")
     tensors = _directory(cur, len(data))
-    return E5S1(path, config, pieces, scores, special, normalization, tensors, data)
+    return E5S1(path, config, vocabulary, scores, special, normalization, entries, tensors, data)
 
 
-def _vocabulary(cur: _Cursor) -> tuple[list[str], np.ndarray, dict[str, int]]:
+def _vocabulary(cur: _Cursor) -> tuple[Vocabulary, np.ndarray, dict[str, int]]:
     count, bos, eos, pad, unk, blob_len = cur.fields(_TOKENIZER)
     if not 0 < count < 1 << 24:
         raise WeightsFileError(f"{cur.path}: implausible vocabulary size {count}")
@@ -178,19 +230,17 @@ def _vocabulary(cur: _Cursor) -> tuple[list[str], np.ndarray, dict[str, int]]:
     blob = cur.take(blob_len)
     if offsets[0] != 0 or offsets[-1] != blob_len or np.any(np.diff(offsets) <= 0):
         raise WeightsFileError(f"{cur.path}: the vocabulary's offsets do not fit its pieces")
-    try:
-        pieces = [blob[a:b].decode("utf-8") for a, b in zip(offsets[:-1], offsets[1:])]
-    except UnicodeDecodeError as exc:
-        raise WeightsFileError(f"{cur.path}: a vocabulary piece is not UTF-8 ({exc})") from exc
+    if np.any(np.frombuffer(blob, np.uint8)[offsets[:-1]] & 0xC0 == 0x80):  # 10xxxxxx
+        raise WeightsFileError(f"{cur.path}: a vocabulary piece starts inside a character")
     special = {"bos": bos, "eos": eos, "pad": pad, "unk": unk}
     if not all(0 <= i < count for i in special.values()):
         raise WeightsFileError(f"{cur.path}: special token ids {special} outside the vocabulary")
-    return pieces, scores, special
+    return Vocabulary(cur.path, offsets, blob), scores, special
 
 
-def _normalization(cur: _Cursor) -> dict[int, str]:
-    entries, nbytes = cur.fields(struct.Struct("<iI"))
-    body, pos, table = cur.take(nbytes), 0, {}
+def _normalization(body: bytes, entries: int, path: str) -> dict[int, str]:
+    """The table: per entry a u32 code point, a u8 count and that many u32 code points."""
+    pos, table = 0, {}
     try:
         for _ in range(entries):
             cp, n = struct.unpack_from("<IB", body, pos)
@@ -198,9 +248,9 @@ def _normalization(cur: _Cursor) -> dict[int, str]:
             pos += 5 + 4 * n
             table[cp] = "".join(map(chr, outs))
     except (struct.error, ValueError) as exc:
-        raise WeightsFileError(f"{cur.path}: a damaged normalisation table ({exc})") from exc
-    if pos != nbytes:
-        raise WeightsFileError(f"{cur.path}: the normalisation table's length does not add up")
+        raise WeightsFileError(f"{path}: a damaged normalisation table ({exc})") from exc
+    if pos != len(body):
+        raise WeightsFileError(f"{path}: the normalisation table's length does not add up")
     return table
 
 

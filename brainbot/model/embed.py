@@ -12,7 +12,10 @@ depend on the texts embedded beside it. fp32 sorts the texts by token count and 
 batches of one length bucket (``_batches``); int8 runs each text alone at its own length,
 as many at once as the Embedder has threads (``_run_alone``).
 Nothing is loaded before the first call; the session comes from ``model/session.py``, over a
-pre-optimized copy of the graph that gives bit-identical vectors.
+pre-optimized copy of the graph that gives bit-identical vectors. Queries are tokenized by
+the model's query tokenizer where it has one (multilingual-e5-small:
+``model/piece_table.py``, the same ids without building its 250k-piece tokenizer) until
+passages have loaded the whole tokenizer.
 
 This module does not chunk: texts longer than max_tokens are truncated (counted in
 ``texts_truncated``); keeping chunks within the budget is the chunker's job. It does not
@@ -89,7 +92,8 @@ class Embedder:
         self.tokens_seen = 0  # wordpieces (special tokens included) sent to the model
         self.texts_seen = 0  # texts sent to the model
         self.texts_truncated = 0  # texts cut at the model's max_tokens
-        self._tokenizer = None
+        self._tokenizer = None  # the whole tokenizer, for any text
+        self._query_tokenizer = None  # one for a few texts, where the whole is slow to build
         self._session = None
         self._lock = threading.Lock()
 
@@ -103,16 +107,31 @@ class Embedder:
         m = self.model
         return f"{m.model_id}@{m.weights_sha256[:12]}:{self.precision}:onnx-v{EXPORT_VERSIONS[self.precision]}"
 
-    def _load(self):
+    def _load(self, kind: str = "passage"):
+        """The tokenizer for texts of ``kind`` and the session, loaded on first use.
+
+        Queries take the model's query tokenizer when it has one (multilingual-e5-small:
+        ``model/piece_table.py``, the same ids without building the 250k-piece tokenizer,
+        ~1 s and 270 MB), unless the whole tokenizer is loaded already; passages, which
+        come by the thousand, take the whole one.
+        """
         with self._lock:
             if self._session is None:
-                from .files import load_tokenizer
                 from .session import open_session
 
-                self._tokenizer = load_tokenizer(truncate=True, model=self.model)
                 alone = self.precision == "int8"  # texts side by side, one thread each
                 self._session = open_session(self.precision, 1 if alone else self._workers(),
                                              self.model)
+            if self._tokenizer is None and kind == "query" and self._query_tokenizer is None:
+                from .piece_table import query_tokenizer
+
+                self._query_tokenizer = query_tokenizer(self.model)  # None: the whole is quick
+            if self._tokenizer is None and kind == "query" and self._query_tokenizer is not None:
+                return self._query_tokenizer, self._session
+            if self._tokenizer is None:
+                from .files import load_tokenizer
+
+                self._tokenizer = load_tokenizer(truncate=True, model=self.model)
         return self._tokenizer, self._session
 
     def embed(self, texts: Sequence[str], kind: str = "passage") -> np.ndarray:
@@ -132,7 +151,7 @@ class Embedder:
         out = np.empty((len(texts), self.dimension), np.float32)
         if not texts:
             return out
-        tokenizer, session = self._load()
+        tokenizer, session = self._load(kind)
         for start in range(0, len(texts), TOKENIZE_WINDOW):
             window = texts[start : start + TOKENIZE_WINDOW]
             encodings = tokenizer.encode_batch(window)

