@@ -2,10 +2,12 @@
 
 Lexical phase: discover → read → chunk (on every usable core) → write documents, chunks,
 postings, links, tags and dates, in committed batches. At its end every note is
-searchable by BM25, links, tags and the filters. Semantic phase: the chunks that have no
-vector are embedded and their vectors written, one committed batch at a time, the writer
-lock taken for each write and released while the model runs, so a `brainbot index` can
-run between two batches. A partly embedded index is a normal state: search says so.
+searchable by BM25, links, tags and the filters. Semantic phase (``index/semantic.py``):
+the chunks that have no vector are embedded and their vectors written, one committed
+batch at a time, the writer lock taken for each write and released while the phase waits
+for the model, so a `brainbot index` can run between two batches. The model runs in a
+thread of its own, a batch ahead of the writes, and starts during the lexical phase on
+its first new texts. A partly embedded index is a normal state: search says so.
 
 Incremental: a file whose size and mtime match the stored row is skipped unread; one
 whose bytes hash the same is only touched. A changed file is re-chunked, and any chunk
@@ -59,8 +61,9 @@ from brainbot.store.target import open_store, recorded_precision
 from brainbot.text import analyzers, documents
 from brainbot.text.documents import Chunked, Document
 
+from . import semantic
 from .freshness import stat_vouches
-from .lease import Lease
+from .lease import held_elsewhere as lease_held_elsewhere
 from .model_choice import ModelChoice, check_fits, choose_model
 
 # Chunks per lexical write transaction: at least BATCH_CHUNKS, then committed once
@@ -76,9 +79,6 @@ BATCH_SECONDS = 2.0
 # About 8 s of the model on 2 cores; a kill loses at most that.
 EMBED_CHUNKS = 256
 LOCK_RETRY_SECONDS = 0.25  # the semantic phase waits this long between takes of a busy lock
-# While another semantic phase holds the lease (index/lease.py), this one looks again
-# this often: a look takes the writer lock for a moment, and shows that phase's progress.
-LEASE_POLL_S = 1.0
 STAGES = ("discover", "read", "chunk", "write", "links")
 
 
@@ -210,6 +210,8 @@ class Indexer:
         self.languages: dict[str, int] = {}  # chunks analysed in each language
         self.dirty = False  # something was written: links may point elsewhere now
         self.stop = stop  # a threading.Event: set, the run ends before its next transaction
+        self._model: semantic.Embedding | None = None  # the model's thread, while it runs
+        self._head_start: semantic.HeadStart | bool | None = None  # None: not decided yet
 
     # -- lifecycle -------------------------------------------------------------------
     def __enter__(self) -> Indexer:
@@ -250,6 +252,7 @@ class Indexer:
         return analyzers.writes_with(recorded_meta(self.target).get("analyzer"), self.rebuild)
 
     def __exit__(self, exc_type, *exc) -> None:
+        self._close_embedding()
         store, self.store = self.store, None
         if store is None:
             return
@@ -376,93 +379,42 @@ class Indexer:
     # -- the semantic phase ---------------------------------------------------------------
     def embed_missing(self) -> int:
         """Embed every chunk without a vector, one committed batch at a time, in chunk-id
-        order; the writer lock is released while the model runs. Returns how many texts
-        this run embedded. A second pass from the start catches chunks written meanwhile
-        behind the cursor (by another `brainbot index`). One semantic phase runs the model
-        at a time (``index/lease.py``): while another holds the lease, this one waits with
-        the lock free, reporting that one's progress, and takes over if it stops."""
+        order, the writer lock released while the phase waits for the model; the model runs
+        in a thread of its own, a batch ahead of the writes (``index/semantic.py``). Returns
+        how many texts this run embedded. One semantic phase runs the model at a time
+        (``index/lease.py``): while another holds the lease, this one waits with the lock
+        free, reporting that one's progress, and takes over if it stops."""
         started = time.perf_counter()
-        lease = Lease()
         try:
-            self._embed_all(lease)
+            semantic.run(self, self._embedding(), self.embed_chunks or EMBED_CHUNKS)
         finally:
-            self._end_lease(lease)
+            self._close_embedding()
         self.stats.embed_seconds += time.perf_counter() - started
         return self.stats.embedded
 
-    def _embed_all(self, lease: Lease) -> None:
-        counts = self.store.counts()
-        total, done = counts["chunks"], counts["embeddings"]
-        after = 0
-        while True:
-            self._check_stop()
-            if lease.elsewhere(self.store):
-                self._await_other()
-                after = 0  # whatever it leaves, from the start
-                continue
-            rows = self.store.unembedded_chunks(after, self.embed_chunks or EMBED_CHUNKS)
-            if not rows and after:
-                after = 0
-                continue
-            if not rows:
-                break
-            after = rows[-1][0]
-            self._embed_batch(rows, lease)
-            done += len(rows)
-            if self.embed_progress:
-                self.embed_progress(min(done, total), total)
+    def _embedding(self) -> semantic.Embedding:
+        if self._model is None:
+            self._model = semantic.Embedding(self.embedder)
+        return self._model
 
-    def _embed_batch(self, rows: list[tuple[int, str, str]], lease: Lease) -> None:
-        """One batch: vectors reused by text hash where the index has them, the rest
-        embedded with the lock released (the lease held), then written in one
-        transaction that renews the lease."""
-        found = self.store.vectors_for([h for _, h, _ in rows])
-        todo = {h: text for _, h, text in rows if h not in found}
-        if todo:
-            lease.take(self.store)
-            self._release()
-            try:
-                found.update(zip(todo, self.embedder.embed(list(todo.values())),
-                                 strict=True))
-            finally:
-                self._retake()
-        self._check_stop()
-        with self.store.batch():
-            self.store.add_vectors([(i, h, found[h]) for i, h, _ in rows])
-            if todo:
-                lease.renew(self.store)
-        self.stats.embedded += len(todo)
+    def _close_embedding(self) -> None:
+        model, self._model, self._head_start = self._model, None, None
+        if model is not None:
+            model.close()
 
-    def _await_other(self) -> None:
-        """Another phase holds the lease: leave it the lock for LEASE_POLL_S, then look
-        again; its progress is this run's to show meanwhile."""
-        store, self.store = self.store, None
-        store.close()
-        deadline = time.monotonic() + LEASE_POLL_S
-        while time.monotonic() < deadline:
-            self._check_stop()
-            time.sleep(min(0.05, LEASE_POLL_S))
-        self._retake()
-        if self.embed_progress:
-            counts = self.store.counts()
-            self.embed_progress(counts["embeddings"], counts["chunks"])
+    def _offer(self, item: Chunked) -> None:
+        """A new or changed note's texts, for the model's head start (index/semantic.py):
+        decided once a run, when the semantic phase follows and no other phase holds the
+        lease."""
+        if self._head_start is None:
+            wanted = self.embed and not lease_held_elsewhere(self.store)
+            self._head_start = semantic.HeadStart(self._embedding()) if wanted else False
+        if self._head_start:
+            self._head_start.offer(((_sha256_text(c.retrieval_text), c.retrieval_text)
+                                    for c in item.chunks), self.store)
 
-    def _end_lease(self, lease: Lease) -> None:
-        """Remove this phase's lease (or one a killed run left), best effort: one that
-        cannot be removed now lapses when this process ends."""
-        from brainbot.errors import BrainbotError
-
-        store = self.store
-        try:
-            if store is None:  # stopped while waiting for the lock: one try, no wait
-                store = open_store(self.target, write=True, identity=self.identity)
-            try:
-                lease.end(store)
-            finally:
-                if store is not self.store:
-                    store.close()
-        except BrainbotError:
-            pass
+    def stopped(self) -> bool:
+        return self.stop is not None and self.stop.is_set()
 
     # -- the lexical phase ----------------------------------------------------------------
     def _changed(self, root: documents.Root, known: dict):
@@ -530,6 +482,7 @@ class Indexer:
                     pending.refreshed.append((prior.id, item))
             else:
                 pending.add(item)
+                self._offer(item)
             if pending.full:
                 self._write_batch(pending, known)
                 pending = _Pending()
@@ -593,7 +546,7 @@ class Indexer:
                                 json.dumps(self.languages, sort_keys=True))
 
     def _check_stop(self) -> None:
-        if self.stop is not None and self.stop.is_set():
+        if self.stopped():
             raise IndexStopped("stopped before the next transaction; run again to finish")
 
 

@@ -71,6 +71,12 @@ class Lease:
         self.held_until = 0.0
 
 
+def held_elsewhere(store) -> bool:
+    """Whether a phase holds the lease now (read under the writer lock): a lexical phase
+    looks before its model's head start (index/semantic.py), holding no lease itself."""
+    return _held_by_other(store.meta().get(KEY), "", time.time())
+
+
 def _held_by_other(raw: str | None, me: str, now: float) -> bool:
     if not raw:
         return False
