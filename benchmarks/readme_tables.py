@@ -792,8 +792,8 @@ def related_section() -> str:
 
 
 def build() -> str:
-    parts = [p for p in (eval_section(), cjk_section(), _languages_section(RESULTS),
-                         language_tables.section(), search_section(), embed_section(),
+    parts = [p for p in (eval_section(), cjk_section(), language_tables.final_section(),
+                         _languages_section(RESULTS), language_tables.section(), search_section(), embed_section(),
                          static_int8_section(), e5_section(),
                          chunking_section(), first_run_section(), index_section(),
                          coldstart_section(), serve_section(), serve_http_section(),
