@@ -144,9 +144,38 @@ def _serving() -> list[str] | None:
             _link("Serving: HTTP against stdio")]
 
 
+def _languages() -> list[str] | None:
+    """The test set's union of questions, each language with the model a new index of it
+    gets (language_tables.automatic_models): its hybrid hit@5 over English's."""
+    import language_tables
+
+    runs = {m: _load(f"languages_test_all_{name}.json")
+            for m, name in language_tables.FINAL_RUNS.items()}
+    if not all(runs.values()):
+        return None
+    first = next(iter(runs.values()))
+    auto = language_tables.automatic_models(first["source"], list(first["languages"]))
+
+    def hybrid(model: str, lang: str) -> float:
+        return runs[model]["languages"][lang]["modes"]["hybrid"]["hit@5"]
+
+    english = hybrid(auto["en"], "en")
+    shares = {lang: hybrid(m, lang) / english for lang, m in auto.items() if lang != "en"}
+    alone = {lang: hybrid(auto["en"], lang) / english for lang in shares}
+    low = min(shares.values())
+    return [f"Notes in {', '.join(shares)} with no flags: hybrid hit@5 as a share of "
+            f"English's (test set: {first['title']}, "
+            f"{first['languages']['en']['answerable']} questions a language)",
+            f"**{low:.2f}–{max(shares.values()):.2f}** (lowest: "
+            f"{', '.join(lang for lang, v in shares.items() if v == low)})",
+            f"target ≥ 0.9; {auto['en']} for every language: "
+            f"{min(alone.values()):.2f}–{max(alone.values()):.2f}",
+            _link("Languages: final figures (issue 41)")]
+
+
 def build() -> str:
-    rows = [r for r in (_retrieval(), _answers(), _followups(), _kernel(), _embedding(),
-                        _first_run(), _serving()) if r]
+    rows = [r for r in (_retrieval(), _answers(), _followups(), _languages(), _kernel(),
+                        _embedding(), _first_run(), _serving()) if r]
     out = ["| | brainbot | against | |", "|---|---|---|---|"]
     out += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(out)

@@ -124,9 +124,10 @@ def _model_weights(result: dict) -> str:
         f"{'-'.join(map(str, counts))} answerable a language), hybrid hit@5 / MRR@10, its "
         f"vault indexed with it at int8 (`python benchmarks/tune_languages.py --set "
         f"{result['set']} --model {result['model']} --questions {result['questions']} "
-        f"--groups none`, load {load[0]}–{load[1]}): the best per language is "
-        f"{', '.join(f'{k} {v}' for k, v in chosen.items())} (ties go to the higher MRR@10; "
-        "`\"*\"` is the best over all six).", "",
+        f"--groups none`, load {load[0]}–{load[1]}): the best per language "
+        f"{'(chosen here)' if result['set'] == 'tuning' else '(reported only, never chosen on)'}"
+        f" is {', '.join(f'{k} {v}' for k, v in chosen.items())} (ties go to the higher "
+        "MRR@10; `\"*\"` is the best over all six).", "",
         _table(["vector weight"] + langs, rows)])
 
 
