@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tune_languages import REPO, answerable
+
 RESULTS = Path(__file__).resolve().parent / "results"
 GROUP_TITLES = {
     "snowball": "The Snowball stop words and stemmer of German, Spanish and French (text/"
@@ -113,8 +115,6 @@ def _model_weights(result: dict) -> str:
     rows = [[w] + [_pair(result["languages"][lang]["weights"].get(w)) for lang in langs]
             for w in weights]
     chosen = result["chosen_here"]["weights"]
-    from tune_languages import REPO, answerable
-
     counts = sorted({len(answerable(REPO / "examples", result["source"], lang,
                                     result["questions"])) for lang in langs})
     load = result.get("load_average_start", ["?"])[0], result.get("load_average_end", ["?"])[0]
