@@ -135,6 +135,7 @@ def other_models() -> list[dict]:
     """The weight sweeps of models other than the default (language_constants_*_MODEL.json)."""
     found = [json.loads(p.read_text(encoding="utf-8"))
              for p in sorted(RESULTS.glob("language_constants_*.json"))]
+    found.sort(key=lambda r: r["set"] != "tuning")  # where it was chosen, first
     return [r for r in found if r.get("model") not in (None, "all-MiniLM-L6-v2")]
 
 
