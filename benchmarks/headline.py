@@ -123,14 +123,15 @@ def _embedding() -> list[str] | None:
 
 def _first_run() -> list[str] | None:
     f = _load("first_run.json")
-    big = next((v for v in (f or {}).get("vaults", []) if v["vault"].startswith("big")), None)
+    big = next((v for v in (f or {}).get("vaults", []) if v["vault"].startswith("big")
+                and not v.get("model") and not v.get("embed")), None)  # the default model's
     if not big:
         return None
     minutes = {p: s / 60 for p, s in big["projected_embed_s"].items()}  # per precision
     return [f"First run, {big['files']:,} notes ({big['chunks']:,} chunks)",
             f"searchable by BM25 after **{big['to_last_bm25_hit_s']:.0f} s**; embedded in "
-            f"~{minutes['int8']:.0f} min (int8) in the background",
-            f"fp32: ~{minutes['fp32']:.0f} min", _link("First run")]
+            f"~{minutes['int8']:.0f} min (int8, projected) in the background",
+            f"fp32: ~{minutes['fp32']:.0f} min" if "fp32" in minutes else "", _link("First run")]
 
 
 def _serving() -> list[str] | None:
