@@ -44,6 +44,13 @@ def _loads(data: dict, runs: list[dict]) -> str:
             f"{data['loads_end'][0]:.2f} after the last)")
 
 
+def _runs_each(runs: list[dict]) -> str:
+    """How many runs each tree had (the same, or "before N, after M" when a run was cut)."""
+    n = {t: sum(r["tree"] == t for r in runs) for t in ("before", "after")}
+    return str(n["before"]) if n["before"] == n["after"] else \
+        f"before {n['before']}, after {n['after']}"
+
+
 def _labels(data: dict) -> tuple[str, str]:
     t = data["trees"]
     return f"before ({t['before']['commit']})", f"after ({t['after']['commit']})"
@@ -59,9 +66,9 @@ def _serve_lines(sv: dict | None) -> list[str]:
     return [
         f"`{sv['command']}` — each tree's own `benchmarks/bench_serve.py`"
         + (" `--quick`" if sv.get("quick") else "")
-        + f" with its own venv, {sv['rounds']} runs each, the two alternating (before then "
-        "after, then after then before); the median of each measure over its runs, each "
-        f"search after the CPUs had been {sv.get('min_idle', 0):.0%} idle over 0.5 s. "
+        + f" with its own venv, {_runs_each(sv['runs'])} runs each, the two alternating "
+        "(before then after, then after then before); the median of each measure over its "
+        f"runs, each search after the CPUs had been {sv.get('min_idle', 0):.0%} idle over 0.5 s. "
         f"{sv['cpu']}, {_loads(sv, sv['runs'])}.", "",
         _table(["measure", before, after, "after / before"], rows)]
 
@@ -70,17 +77,18 @@ def _index_lines(ix: dict | None) -> list[str]:
     if not ix:
         return []
     before, after = _labels(ix)
+    runs = [r for v in ix["vaults"].values() for r in v["runs"]]
+    runs_each = _runs_each(next(iter(ix["vaults"].values()))["runs"])
     rows = []
     for vault, v in ix["vaults"].items():
         med, ratio = v["medians"], v["ratios"]
         rows.append([f"`{vault}`", med["before"]["wall_s"], med["after"]["wall_s"],
                      f"{ratio['wall_s']:.2f}", med["before"]["peak_rss_mb"],
                      med["after"]["peak_rss_mb"], f"{ratio['peak_rss_mb']:.2f}"])
-    runs = [r for v in ix["vaults"].values() for r in v["runs"]]
     return [
         f"`{ix['command']}` — a first index of each vault into a new database "
         "(`brainbot index VAULT --db NEW.db --precision int8`, the default precision) under "
-        f"`/usr/bin/time`, {ix['rounds']} runs of each tree after one untimed run of each, "
+        f"`/usr/bin/time`, {runs_each} runs of each tree a vault after one untimed run of each, "
         f"alternating as above; medians. {ix['cpu']}, {_loads(ix, runs)}. What a first index "
         "does differently in the after tree: it reads a sample of the notes (up to 200) to "
         "choose the model (a vault of mostly non-English notes takes multilingual-e5-small; "
