@@ -27,6 +27,15 @@ def _table(header: list[str], rows: list[list]) -> str:
     return "\n".join(out)
 
 
+PAIRED = ("\"after / before\" divides the two medians; \"paired\" is the median over the "
+          "rounds of each round's own after / before, whose two runs were next to each other "
+          "in time (a load that came and went between rounds cancels out of it).")
+
+
+def _ratio(x) -> str:
+    return "" if x is None else f"{x:.2f}"
+
+
 def _measure_name(key: str) -> str:
     """``search 10000 p50_ms`` -> ``warm search, 10,000 chunks, p50 ms``."""
     parts = key.split()
@@ -61,8 +70,9 @@ def _serve_lines(sv: dict | None) -> list[str]:
         return []
     before, after = _labels(sv)
     med, ratio = sv["medians"], sv["ratios"]
-    rows = [[_measure_name(k), med["before"][k], med["after"][k], f"{ratio[k]:.2f}"]
-            for k in med["after"] if k in ratio]
+    paired = sv.get("paired_ratios", {})
+    rows = [[_measure_name(k), med["before"][k], med["after"][k], f"{ratio[k]:.2f}",
+             _ratio(paired.get(k))] for k in med["after"] if k in ratio]
     return [
         f"`{sv['command']}` — each tree's own `benchmarks/bench_serve.py`"
         + (" `--quick`" if sv.get("quick") else "")
@@ -70,7 +80,8 @@ def _serve_lines(sv: dict | None) -> list[str]:
         "(before then after, then after then before); the median of each measure over its "
         f"runs, each search after the CPUs had been {sv.get('min_idle', 0):.0%} idle over 0.5 s. "
         f"{sv['cpu']}, {_loads(sv, sv['runs'])}.", "",
-        _table(["measure", before, after, "after / before"], rows)]
+        PAIRED, "",
+        _table(["measure", before, after, "after / before", "paired"], rows)]
 
 
 def _index_lines(ix: dict | None) -> list[str]:
@@ -81,10 +92,11 @@ def _index_lines(ix: dict | None) -> list[str]:
     runs_each = _runs_each(next(iter(ix["vaults"].values()))["runs"])
     rows = []
     for vault, v in ix["vaults"].items():
-        med, ratio = v["medians"], v["ratios"]
+        med, ratio, paired = v["medians"], v["ratios"], v.get("paired_ratios", {})
         rows.append([f"`{vault}`", med["before"]["wall_s"], med["after"]["wall_s"],
-                     f"{ratio['wall_s']:.2f}", med["before"]["peak_rss_mb"],
-                     med["after"]["peak_rss_mb"], f"{ratio['peak_rss_mb']:.2f}"])
+                     f"{ratio['wall_s']:.2f}", _ratio(paired.get("wall_s")),
+                     med["before"]["peak_rss_mb"], med["after"]["peak_rss_mb"],
+                     f"{ratio['peak_rss_mb']:.2f}", _ratio(paired.get("peak_rss_mb"))])
     return [
         f"`{ix['command']}` — a first index of each vault into a new database "
         "(`brainbot index VAULT --db NEW.db --precision int8`, the default precision) under "
@@ -97,8 +109,10 @@ def _index_lines(ix: dict | None) -> list[str]:
         "before), chunks with chunker 4, and embeds in a thread of its own a batch ahead, "
         "starting on the first texts during the lexical phase (issue 43), where the before "
         "tree embedded after the lexical phase, in the main thread.", "",
-        _table(["vault", f"{before} wall s", f"{after} wall s", "after / before",
-                f"{before} peak RSS MB", f"{after} peak RSS MB", "after / before"], rows)]
+        PAIRED, "",
+        _table(["vault", f"{before} wall s", f"{after} wall s", "after / before", "paired",
+                f"{before} peak RSS MB", f"{after} peak RSS MB", "after / before", "paired"],
+               rows)]
 
 
 def section(results: Path = RESULTS) -> str:

@@ -54,14 +54,32 @@ def flatten(serve: dict) -> dict[str, float]:
 
 
 def summarise(runs: list[dict]) -> dict:
-    """Per tree the median of each measure over its runs, and after/before of the medians."""
+    """Per tree the median of each measure over its runs, after/before of the medians, and
+    the median over the rounds of each round's own after/before ("paired_ratios": the two
+    runs of a round are next to each other in time, so a load that comes and goes between
+    rounds cancels out of it)."""
     medians = {}
     for tree in TREES:
         mine = [r["measures"] for r in runs if r["tree"] == tree]
         medians[tree] = {k: round(statistics.median(m[k] for m in mine), 3) for k in mine[0]}
     ratios = {k: round(medians["after"][k] / medians["before"][k], 3)
               for k in medians["after"] if medians["before"].get(k)}
-    return {"medians": medians, "ratios": ratios}
+    rounds: dict[int, dict[str, dict]] = {}
+    for r in runs:
+        rounds.setdefault(r["round"], {})[r["tree"]] = r["measures"]
+    pairs = [p for p in rounds.values() if set(p) == set(TREES)]
+    paired = {k: round(statistics.median(p["after"][k] / p["before"][k] for p in pairs), 3)
+              for k in ratios if pairs and all(p["before"][k] for p in pairs)}
+    return {"medians": medians, "ratios": ratios, "paired_ratios": paired}
+
+
+def resummarise(path: Path) -> dict:
+    """A result file's medians and ratios derived again from its runs (after this module's
+    summary changed): the runs are what was measured, the rest is arithmetic on them."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    for part in data.get("vaults", {}).values() if "vaults" in data else [data]:
+        part.update(summarise(part["runs"]))
+    return data
 
 
 def tree_info(tree: Path) -> dict:
@@ -171,8 +189,9 @@ def _cpu() -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=["serve", "index"])
-    parser.add_argument("--before", type=Path, required=True,
+    parser.add_argument("what", choices=["serve", "index", "summarise"],
+                        help="summarise: derive --out's medians and ratios again from its runs")
+    parser.add_argument("--before", type=Path, default=None,
                         help="the earlier checkout (with its own .venv from `make install`)")
     parser.add_argument("--after", type=Path, default=REPO, help="the later one (this tree)")
     parser.add_argument("--rounds", type=int, default=3, help="runs of each tree (default 3)")
@@ -185,6 +204,14 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="default benchmarks/results/"
                         "serve_before_after.json or first_index_before_after.json")
     args = parser.parse_args()
+    if args.what == "summarise":
+        if args.out is None:
+            parser.error("summarise needs --out (the result file)")
+        data = resummarise(args.out)
+        args.out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        return 0
+    if args.before is None:
+        parser.error(f"{args.what} needs --before")
     if args.what == "index" and not args.vault:
         parser.error("index needs at least one --vault")
     name = "serve_before_after.json" if args.what == "serve" else "first_index_before_after.json"

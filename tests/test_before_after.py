@@ -42,15 +42,28 @@ def test_a_serve_result_is_flattened_to_one_measure_a_key(bench):
 
 
 def test_medians_per_tree_and_after_over_before(bench):
-    runs = [{"tree": "before", "measures": {"x": 10.0, "y": 0.0}},
-            {"tree": "after", "measures": {"x": 9.0, "y": 1.0}},
-            {"tree": "after", "measures": {"x": 12.0, "y": 1.0}},
-            {"tree": "before", "measures": {"x": 30.0, "y": 0.0}},
-            {"tree": "before", "measures": {"x": 12.0, "y": 0.0}},
-            {"tree": "after", "measures": {"x": 6.0, "y": 1.0}}]
+    runs = [{"round": 0, "tree": "before", "measures": {"x": 10.0, "y": 0.0}},
+            {"round": 0, "tree": "after", "measures": {"x": 9.0, "y": 1.0}},
+            {"round": 1, "tree": "after", "measures": {"x": 12.0, "y": 1.0}},
+            {"round": 1, "tree": "before", "measures": {"x": 30.0, "y": 0.0}},
+            {"round": 2, "tree": "before", "measures": {"x": 12.0, "y": 0.0}},
+            {"round": 2, "tree": "after", "measures": {"x": 6.0, "y": 1.0}}]
     out = bench[0].summarise(runs)
     assert out["medians"] == {"before": {"x": 12.0, "y": 0.0}, "after": {"x": 9.0, "y": 1.0}}
     assert out["ratios"] == {"x": 0.75}  # none where the before median is 0
+    assert out["paired_ratios"] == {"x": 0.5}  # rounds: 0.9, 0.4, 0.5
+    cut = bench[0].summarise(runs[:3])  # round 1 has no before: only round 0 pairs
+    assert cut["paired_ratios"] == {"x": 0.9} and cut["medians"]["after"]["x"] == 10.5
+
+
+def test_a_result_file_is_summarised_again_from_its_runs(bench, tmp_path):
+    runs = [{"round": 0, "tree": t, "measures": {"wall_s": w}}
+            for t, w in (("before", 4.0), ("after", 5.0))]
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({"vaults": {"v": {"runs": runs, "ratios": {}}}}))
+    assert bench[0].resummarise(path)["vaults"]["v"]["paired_ratios"] == {"wall_s": 1.25}
+    path.write_text(json.dumps({"runs": runs}))
+    assert bench[0].resummarise(path)["ratios"] == {"wall_s": 1.25}
 
 
 def _fake_tree(root: Path, name: str, python_body: str, brainbot_body: str) -> Path:
@@ -95,13 +108,15 @@ def _results(tmp_path: Path) -> Path:
         {"tree": "before", "loads_start": [1.25, 1, 1]}, {"tree": "after", "loads_start": [4.0]}],
         "medians": {"before": {"search 100000 p95_ms": 24.0, "watch mcp_median_s": 0.2},
                     "after": {"search 100000 p95_ms": 18.0, "watch mcp_median_s": 0.25}},
-        "ratios": {"search 100000 p95_ms": 0.75, "watch mcp_median_s": 1.25}}
+        "ratios": {"search 100000 p95_ms": 0.75, "watch mcp_median_s": 1.25},
+        "paired_ratios": {"search 100000 p95_ms": 0.8}}
     run = {"tree": "after", "loads_start": [2.0]}
     index = common | {"command": "python benchmarks/bench_before_after.py index", "vaults": {
         "examples/vault": {"runs": [run], "medians": {
             "before": {"wall_s": 8.0, "peak_rss_mb": 160.0},
             "after": {"wall_s": 6.0, "peak_rss_mb": 200.0}},
-            "ratios": {"wall_s": 0.75, "peak_rss_mb": 1.25}}}}
+            "ratios": {"wall_s": 0.75, "peak_rss_mb": 1.25},
+            "paired_ratios": {"wall_s": 0.7, "peak_rss_mb": 1.2}}}}
     for name, data in (("serve_before_after.json", serve),
                        ("first_index_before_after.json", index)):
         (tmp_path / name).write_text(json.dumps(data), encoding="utf-8")
@@ -111,9 +126,9 @@ def _results(tmp_path: Path) -> Path:
 def test_the_section_renders_both_tables_from_the_json(bench, tmp_path):
     text = bench[1].section(_results(tmp_path))
     assert text.startswith("### Before and after")
-    assert ("| warm search, 100,000 chunks, p95 ms | 24.0 | 18.0 | 0.75 |" in text)
-    assert "| save to searchable, median s, MCP | 0.2 | 0.25 | 1.25 |" in text
-    assert "| `examples/vault` | 8.0 | 6.0 | 0.75 | 160.0 | 200.0 | 1.25 |" in text
+    assert "| warm search, 100,000 chunks, p95 ms | 24.0 | 18.0 | 0.75 | 0.80 |" in text
+    assert "| save to searchable, median s, MCP | 0.2 | 0.25 | 1.25 |  |" in text
+    assert "| `examples/vault` | 8.0 | 6.0 | 0.75 | 0.70 | 160.0 | 200.0 | 1.25 | 1.20 |" in text
     assert "before (aaa1111)" in text and "after (bbb2222)" in text
     assert "load average 1.25–4.00 at the starts of the runs" in text
     (tmp_path / "serve_before_after.json").unlink()
@@ -127,5 +142,5 @@ def test_the_page_carries_the_section_of_the_committed_results(bench):
     for name in ("serve_before_after.json", "first_index_before_after.json"):
         assert (tables.RESULTS / name).is_file(), name
     section = tables.section()
-    assert section.count("after / before") == 3  # one column in the serve table, two here
+    assert section.count("| paired |") == 3  # one column in the serve table, two here
     assert section.replace("### ", "## ", 1) in readme_tables.PAGE.read_text(encoding="utf-8")
