@@ -32,6 +32,12 @@ PAIRED = ("\"after / before\" divides the two medians; \"paired\" is the median 
           "in time (a load that came and went between rounds cancels out of it).")
 
 
+def _idle(min_idle: float, what: str) -> str:
+    if min_idle <= 0:
+        return "no wait for a quiet moment (`--min-idle 0`): the alternation is the control"
+    return f"{what} after the CPUs had been {min_idle:.0%} idle over 0.5 s (`--min-idle`)"
+
+
 def _ratio(x) -> str:
     return "" if x is None else f"{x:.2f}"
 
@@ -78,8 +84,8 @@ def _serve_lines(sv: dict | None) -> list[str]:
         + (" `--quick`" if sv.get("quick") else "")
         + f" with its own venv, {_runs_each(sv['runs'])} runs each, the two alternating "
         "(before then after, then after then before); the median of each measure over its "
-        f"runs, each search after the CPUs had been {sv.get('min_idle', 0):.0%} idle over 0.5 s. "
-        f"{sv['cpu']}, {_loads(sv, sv['runs'])}.", "",
+        f"runs; {_idle(sv.get('min_idle', 0), 'each search')}. {sv['cpu']}, "
+        f"{_loads(sv, sv['runs'])}.", "",
         PAIRED, "",
         _table(["measure", before, after, "after / before", "paired"], rows)]
 
@@ -101,7 +107,8 @@ def _index_lines(ix: dict | None) -> list[str]:
         f"`{ix['command']}` — a first index of each vault into a new database "
         "(`brainbot index VAULT --db NEW.db --precision int8`, the default precision) under "
         f"`/usr/bin/time`, {runs_each} runs of each tree a vault after one untimed run of each, "
-        f"alternating as above; medians. {ix['cpu']}, {_loads(ix, runs)}. What a first index "
+        f"alternating as above; medians; {_idle(ix.get('min_idle', 0), 'each run')}. "
+        f"{ix['cpu']}, {_loads(ix, runs)}. What a first index "
         "does differently in the after tree: it reads a sample of the notes (up to 200) to "
         "choose the model (a vault of mostly non-English notes takes multilingual-e5-small; "
         "these vaults keep all-MiniLM-L6-v2), names each note's language and analyses its "

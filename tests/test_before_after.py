@@ -131,6 +131,7 @@ def test_the_section_renders_both_tables_from_the_json(bench, tmp_path):
     assert "| `examples/vault` | 8.0 | 6.0 | 0.75 | 0.70 | 160.0 | 200.0 | 1.25 | 1.20 |" in text
     assert "before (aaa1111)" in text and "after (bbb2222)" in text
     assert "load average 1.25–4.00 at the starts of the runs" in text
+    assert text.count("(`--min-idle 0`)") == 2  # no wait: said, not "0% idle"
     (tmp_path / "serve_before_after.json").unlink()
     assert "warm search" not in bench[1].section(tmp_path) and "examples/vault" in text
     (tmp_path / "first_index_before_after.json").unlink()
