@@ -7,9 +7,9 @@ venv, timed in alternating rounds so that whatever else the machine runs falls o
    next; the median of each measure over the rounds and the after/before ratio, into
    ``benchmarks/results/serve_before_after.json``.
 2. ``index``: a first index of each vault into a new database, ``TREE/.venv/bin/brainbot
-   index VAULT --db NEW.db --precision int8`` under ``/usr/bin/time`` (wall seconds and peak
-   RSS), the trees alternating the same way; one untimed round first (the page cache, the
-   model files); into ``benchmarks/results/first_index_before_after.json``.
+   index VAULT --db NEW.db --precision int8`` under ``/usr/bin/time`` (wall seconds, peak
+   RSS, CPU seconds), the trees alternating the same way; one untimed round first (the page
+   cache, the model files); into ``benchmarks/results/first_index_before_after.json``.
 
 What it does not do: build either tree (run `make install` in each), or judge the ratios;
 benchmarks/before_after_tables.py puts them on docs/benchmarks.md. Hold the benchmark lock:
@@ -112,20 +112,23 @@ def serve_run(tree: Path, quick: bool, min_idle: float) -> dict:
 
 
 def index_run(tree: Path, vault: Path, min_idle: float) -> dict:
-    """A first index of ``vault`` into a new database: wall seconds and peak RSS."""
+    """A first index of ``vault`` into a new database: wall seconds, peak RSS and CPU
+    seconds (user + system: the work done, which other processes' load changes less than
+    the wall time)."""
     with tempfile.TemporaryDirectory() as tmp:
         db, timing = Path(tmp) / "new.db", Path(tmp) / "time.txt"
         wait_for_idle(min_idle)
         start = loads()
-        done = subprocess.run(["/usr/bin/time", "-f", "%e %M", "-o", str(timing),
+        done = subprocess.run(["/usr/bin/time", "-f", "%e %M %U %S", "-o", str(timing),
                                str(tree / ".venv/bin/brainbot"), "index", str(vault),
                                "--db", str(db), "--precision", "int8"],
                               cwd=tmp, env=env(), capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"{tree}: brainbot index exited {done.returncode}: "
                                f"{done.stderr.strip()[-500:]}")
-        wall, kb = timing.read_text().split()[-2:]
-    return {"measures": {"wall_s": float(wall), "peak_rss_mb": round(int(kb) / 1024, 1)},
+        wall, kb, user, system = timing.read_text().split()[-4:]
+    return {"measures": {"wall_s": float(wall), "peak_rss_mb": round(int(kb) / 1024, 1),
+                         "cpu_s": round(float(user) + float(system), 2)},
             "summary": done.stdout.strip().splitlines()[-1:], "loads_start": start,
             "loads_end": loads()}
 

@@ -94,7 +94,8 @@ def test_a_first_index_is_timed_with_its_peak_memory(bench, tmp_path):
                       'test "$6" = int8 && echo "3 new · 7 chunks"')
     run = bench[0].index_run(tree, tmp_path, 0.0)
     assert run["summary"] == ["3 new · 7 chunks"]
-    assert run["measures"]["wall_s"] >= 0 and run["measures"]["peak_rss_mb"] > 0
+    assert set(run["measures"]) == {"wall_s", "peak_rss_mb", "cpu_s"}
+    assert run["measures"]["peak_rss_mb"] > 0 and run["measures"]["cpu_s"] >= 0
     broken = _fake_tree(tmp_path, "broken", "", "echo no such vault >&2; exit 2")
     with pytest.raises(RuntimeError, match="no such vault"):
         bench[0].index_run(broken, tmp_path, 0.0)
