@@ -90,22 +90,6 @@ def _serve_lines(sv: dict | None) -> list[str]:
         _table(["measure", before, after, "after / before", "paired"], rows)]
 
 
-def _query_by_query_lines(qq: dict | None) -> list[str]:
-    """bench_serve.py --baseline: both servers open at once, called query by query."""
-    if not qq or "baseline" not in qq:
-        return []
-    label = qq["baseline"]["label"] or "before"
-    parts = [f"{int(n):,} chunks p50 {v['baseline']['p50_ms']} → {v['p50_ms']} ms "
-             f"({v['p50_ms'] / v['baseline']['p50_ms']:.2f}), p95 {v['baseline']['p95_ms']} → "
-             f"{v['p95_ms']} ms ({v['p95_ms'] / v['baseline']['p95_ms']:.2f})"
-             for n, v in qq["search"].items()]
-    return ["", f"Warm search with the two servers open at once on the same index, called query "
-            f"by query in alternating order (`python benchmarks/bench_serve.py --baseline "
-            f"{label} --min-idle {qq.get('min_idle', 0)}`, {label} then this tree, "
-            f"`serve_query_by_query.json`; load average {qq['loads_start'][0]:.2f} at the "
-            f"start, {qq['loads_end'][0]:.2f} at the end): " + "; ".join(parts) + "."]
-
-
 def _index_lines(ix: dict | None) -> list[str]:
     if not ix:
         return []
@@ -141,7 +125,6 @@ def _index_lines(ix: dict | None) -> list[str]:
 def section(results: Path = RESULTS) -> str:
     """The page's section, or "" when neither result file exists."""
     lines = _serve_lines(_load("serve_before_after.json", results))
-    lines += _query_by_query_lines(_load("serve_query_by_query.json", results))
     index = _index_lines(_load("first_index_before_after.json", results))
     lines += ([""] if lines and index else []) + index
     if not lines:

@@ -139,18 +139,6 @@ def test_the_section_renders_both_tables_from_the_json(bench, tmp_path):
     assert bench[1].section(tmp_path) == ""
 
 
-def test_the_query_by_query_run_is_said_after_the_serve_table(bench, tmp_path):
-    results = _results(tmp_path)
-    qq = {"min_idle": 0.5, "loads_start": [1.0], "loads_end": [2.0],
-          "baseline": {"dir": "/tmp/b", "label": "aaa1111"},
-          "search": {"100000": {"p50_ms": 20.0, "p95_ms": 30.0,
-                                "baseline": {"p50_ms": 25.0, "p95_ms": 24.0}}}}
-    (results / "serve_query_by_query.json").write_text(json.dumps(qq), encoding="utf-8")
-    text = bench[1].section(results)
-    assert "100,000 chunks p50 25.0 → 20.0 ms (0.80), p95 24.0 → 30.0 ms (1.25)" in text
-    assert text.index("query by query") < text.index("`examples/vault`")
-
-
 def test_the_page_carries_the_section_of_the_committed_results(bench):
     _, tables, readme_tables = bench
     for name in ("serve_before_after.json", "first_index_before_after.json"):
