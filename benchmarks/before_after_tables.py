@@ -85,7 +85,10 @@ def _serve_lines(sv: dict | None) -> list[str]:
         + f" with its own venv, {_runs_each(sv['runs'])} runs each, the two alternating "
         "(before then after, then after then before); the median of each measure over its "
         f"runs; {_idle(sv.get('min_idle', 0), 'each search')}. {sv['cpu']}, "
-        f"{_loads(sv, sv['runs'])}.", "",
+        f"{_loads(sv, sv['runs'])}. Each tree builds its own synthetic indexes: "
+        "`bench_serve.py --baseline` (both servers open at once on one index) cannot span "
+        "these trees when the index format changed between them (the before tree refuses an "
+        "index built with a newer analyzer and asks for `--rebuild`).", "",
         PAIRED, "",
         _table(["measure", before, after, "after / before", "paired"], rows)]
 
