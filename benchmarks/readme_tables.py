@@ -17,7 +17,9 @@ import re
 import sys
 from pathlib import Path
 
+from bench_first_run_ab import docs_section as _first_run_ab_section
 from bench_languages import docs_section as _languages_section
+from bench_precision_fusion import docs_section as _precision_fusion_section
 from headline import cpu_name as _cpu
 
 HERE = Path(__file__).resolve().parent
@@ -874,10 +876,12 @@ def related_section() -> str:
 
 
 def build() -> str:
-    parts = [p for p in (eval_section(), cjk_section(), _languages_section(RESULTS),
+    parts = [p for p in (eval_section(), _precision_fusion_section(RESULTS), cjk_section(),
+                         _languages_section(RESULTS),
                          search_section(), embed_section(),
                          static_int8_section(),
-                         chunking_section(), first_run_section(), index_section(),
+                         chunking_section(), first_run_section(),
+                         _first_run_ab_section(RESULTS), index_section(),
                          coldstart_section(), serve_section(), serve_http_section(),
                          watch_first_section(),
                          related_section()) if p]
