@@ -258,7 +258,7 @@ stage("load vectors", lambda: searcher._load() if hasattr(searcher, "_load") els
     searcher.store.refresh(), searcher.store.index.ensure_matrix()))
 stage("bm25 search", lambda: searcher.search(query, 10, mode="bm25"))
 stage("model files check", model.verified_model_dir)
-tok = stage("tokenizer", lambda: model.load_tokenizer(max_length=model.MAX_TOKENS, truncate=True))
+tok = stage("tokenizer", lambda: model.load_tokenizer(truncate=True))
 try:
     open_session = importlib.import_module(SESSION).open_session
 except ImportError:  # before session.py: the export, hashed on every load, optimized at load

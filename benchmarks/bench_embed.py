@@ -53,12 +53,10 @@ from bench_chunking import cpu_family  # noqa: E402
 
 from brainbot.model import onnx_export as export  # noqa: E402
 from brainbot.model.embed import DEFAULT_BATCH_SIZE, Embedder, physical_cores  # noqa: E402
-from brainbot.model.files import (  # noqa: E402
-    MAX_TOKENS,
-    MODEL_ID,
-    load_tokenizer,
-    verified_model_dir,
-)
+from brainbot.model.files import load_tokenizer, verified_model_dir  # noqa: E402
+from brainbot.model.records import MINILM  # noqa: E402
+
+MAX_TOKENS, MODEL_ID = MINILM.max_tokens, MINILM.model_id
 
 SHARED = ROOT.parent / "shared"
 CORPUS = SHARED / "data" / "corpora" / "rust-book" / "src"

@@ -32,7 +32,9 @@ hour here); its embedding time is projected, for each precision, from the embedd
 rate measured on the other vaults at that precision, and labelled a projection. --rounds N
 repeats steps 1-3, interleaved, best kept. --precision int8,fp32 (the default) runs the
 embedded vaults at each precision (`brainbot index --precision P`, the embedder alone at
-P): a row per vault and precision.
+P): a row per vault and precision. --model NAME indexes with that model
+(`brainbot index --model NAME`, the embedder alone with it too): rows keyed by model as
+well, and the big vault's projection uses that model's measured rates.
 
 The machine is shared: the load average is recorded with every run, and the CPU seconds
 of the index process with its chunking workers (user + system), which the load inflates
@@ -64,6 +66,7 @@ DATA = REPO.parent / "shared" / "data" / "corpora"
 VAULTS = (REPO / "examples" / "vault", DATA / "dwarves-brain", DATA / "rust-book",
           DATA / "rust-lang-team-minutes")
 RESULTS = HERE / "results" / "first_run.json"
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
 BIG = Path.home() / ".cache" / "brainbot" / "bench" / "big-vault"
 
 _ALONE = """
@@ -75,7 +78,7 @@ texts = [t for (t,) in rows]
 start = time.perf_counter()
 from brainbot.index.indexer import EMBED_CHUNKS
 from brainbot.model.embed import Embedder
-embedder = Embedder(sys.argv[2])
+embedder = Embedder(sys.argv[2], model=sys.argv[3])
 for i in range(0, len(texts), EMBED_CHUNKS):
     embedder.embed(texts[i:i + EMBED_CHUNKS])
 print(time.perf_counter() - start, len(texts))
@@ -129,10 +132,11 @@ def bm25_hit(db: Path, min_idle: float) -> dict:
             "rank": paths.index(path) + 1 if path in paths else None}
 
 
-def one_round(vault: Path, embed: bool, min_idle: float, precision: str) -> dict:
+def one_round(vault: Path, embed: bool, min_idle: float, precision: str, model: str) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "first.db"
-        argv = _brainbot("index", str(vault), "--db", str(db), "--json", "--precision", precision)
+        argv = _brainbot("index", str(vault), "--db", str(db), "--json", "--precision", precision,
+                         "--model", model)
         seconds, out, load = _run(argv + ([] if embed else ["--no-embed"]), min_idle)
         stats = json.loads(out)
         startup = seconds - stats["seconds"]
@@ -145,8 +149,8 @@ def one_round(vault: Path, embed: bool, min_idle: float, precision: str) -> dict
         row.update(bm25_hit(db, min_idle))
         row["to_last_bm25_hit_s"] = round(row["to_lexical_end_s"] + row["query_s"], 2)
         if embed:
-            alone_s, out, alone_load = _run([sys.executable, "-c", _ALONE, str(db), precision],
-                                            min_idle)
+            alone_s, out, alone_load = _run([sys.executable, "-c", _ALONE, str(db), precision,
+                                             model], min_idle)
             row.update({"embedder_alone_s": round(alone_s, 2), "alone_load": alone_load,
                         "alone_cpu_s": round(CPU_SPENT[-1], 2),
                         "alone_texts": int(out.split()[1])})
@@ -154,14 +158,15 @@ def one_round(vault: Path, embed: bool, min_idle: float, precision: str) -> dict
 
 
 def bench_vault(vault: Path, embed: bool, rounds: int, min_idle: float,
-                precision: str = "int8") -> dict:
+                precision: str = "int8", model: str = DEFAULT_MODEL) -> dict:
     runs = []
     for _ in range(rounds):
-        runs.append(one_round(vault, embed, min_idle, precision))
+        runs.append(one_round(vault, embed, min_idle, precision, model))
         print(vault.name, precision, json.dumps(runs[-1]), flush=True)
     best = min(runs, key=lambda r: r["to_lexical_end_s"])
     out = {"vault": vault.name if vault.parent.name != "examples" else "examples/vault",
            "precision": precision if embed else None,
+           **({} if model == DEFAULT_MODEL else {"model": model}),
            "megabytes": round(sum(p.stat().st_size for p in vault.rglob("*.md")) / 1e6, 2),
            "embed": embed, "rounds": runs, **{k: best[k] for k in (
                "files", "chunks", "to_lexical_end_s", "to_last_bm25_hit_s", "rank",
@@ -179,8 +184,10 @@ def bench_vault(vault: Path, embed: bool, rounds: int, min_idle: float,
 
 
 def _key(row: dict) -> str:
-    """A vault's row, per precision (rows from before #33 were measured at fp32)."""
-    return f"{row['vault']}|{row.get('precision', 'fp32') if row.get('embed') else ''}"
+    """A vault's row, per precision (rows from before #33 were measured at fp32) and
+    model (the default's rows carry none)."""
+    model = f"|{row['model']}" if row.get("model") else ""
+    return f"{row['vault']}|{row.get('precision', 'fp32') if row.get('embed') else ''}{model}"
 
 
 def save(by_name: dict, min_idle: float) -> dict:
@@ -204,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="wait until the CPUs are this idle before each process (0.5)")
     parser.add_argument("--precision", default="int8,fp32",
                         help="embedding precisions of the embedded vaults, comma-separated")
+    parser.add_argument("--model", default=DEFAULT_MODEL,
+                        help=f"the embedding model (default {DEFAULT_MODEL})")
     args = parser.parse_args(argv)
     precisions = [p.strip() for p in args.precision.split(",") if p.strip()]
     vaults = [v.resolve() for v in args.vault] if args.vault else [v for v in VAULTS
@@ -214,19 +223,20 @@ def main(argv: list[str] | None = None) -> int:
     by_name = {_key(v): v for v in results.get("vaults", [])}
     for vault in vaults:
         for precision in precisions:
-            row = bench_vault(vault, True, args.rounds, args.min_idle, precision)
+            row = bench_vault(vault, True, args.rounds, args.min_idle, precision, args.model)
             by_name[_key(row)] = row
             results = save(by_name, args.min_idle)  # after each vault: a long run keeps its part
     if args.big:
         import make_big_vault
 
         make_big_vault.build(args.big_vault, 10_000)
-        row = bench_vault(args.big_vault, False, args.rounds, args.min_idle)
+        row = bench_vault(args.big_vault, False, args.rounds, args.min_idle, model=args.model)
         row["vault"] = "big vault (make_big_vault.py)"
         row["projected_embed_s"] = {}
         for precision in ("int8", "fp32"):
             rates = [v["alone_texts_per_s"] for v in by_name.values()
-                     if v.get("embed") and v.get("precision", "fp32") == precision]
+                     if v.get("embed") and v.get("precision", "fp32") == precision
+                     and v.get("model", DEFAULT_MODEL) == args.model]
             if rates:  # the fastest measured rate: the projection is a lower bound
                 row["projected_embed_s"][precision] = round(row["chunks"] / max(rates), 0)
         by_name[_key(row)] = row

@@ -81,7 +81,10 @@ from bench_embed import MaskedSession, _cpu_name, _has_vnni, dynamic_int8, load_
 from brainbot.model import int8_graph as i8  # noqa: E402
 from brainbot.model import session as model_session  # noqa: E402
 from brainbot.model.embed import BATCH_SIZES, Embedder  # noqa: E402
-from brainbot.model.files import MAX_TOKENS, load_tokenizer  # noqa: E402
+from brainbot.model.files import load_tokenizer  # noqa: E402
+from brainbot.model.records import MINILM  # noqa: E402
+
+MAX_TOKENS = MINILM.max_tokens
 from brainbot.model.graph import (  # noqa: E402
     HEADS,
     HIDDEN,

@@ -165,6 +165,7 @@ def ingest(target, docs, *, batch_chunks: int = 64, bulk: bool = False) -> dict:
                     pending = []
             n += _write(store, pending)
             loaded = time.perf_counter() - t0
+        store.publish()  # the new index in the old one's place (else close() drops it)
         seconds = time.perf_counter() - t0
         size = store.size_bytes()
     return {"chunks": n, "seconds": round(seconds, 1), "rows_seconds": round(loaded, 1),

@@ -60,32 +60,39 @@ def _retrieval() -> list[str] | None:
 
 def _answers() -> list[str] | None:
     a = _load("eval_answers.json")
-    if not a:
+    pooled = (a or {}).get("pooled", {}).get("answers", {})
+    if "tuning" not in pooled:
         return None
-    sets = list(a["sets"].values())
-    cited = [r["rates"]["fact_cited"] for r in sets]
-    wrong = [r["rates"]["answered_wrong"] for r in sets]
-    return ["Answers with no API key (extractive), "
-            f"{len(sets)} question sets",
-            f"fact cited {min(cited):.0%}–{max(cited):.0%}; answered wrongly "
-            f"{min(wrong):.0%}–{max(wrong):.0%}",
-            "targets: cited ≥ 85 %, wrong ≤ 5 % (not met on every set)",
+
+    def figures(r: dict) -> str:
+        x = r["rates"]
+        return (f"correct {x['answered_correct']:.0%}, wrong {x['answered_wrong']:.0%} "
+                f"({x['answered_in_gold_note']:.0%} in a gold note)")
+
+    test = pooled.get("test")
+    return ["Answers with no API key (extractive)",
+            f"test sets ({test['answerable']} questions): **{figures(test)}**" if test else "—",
+            f"tuning sets ({pooled['tuning']['answerable']}): {figures(pooled['tuning'])}; "
+            "targets: correct ≥ 60 %, wrong ≤ 5 %",
             _link("Answers: `brainbot ask`")]
 
 
 def _followups() -> list[str] | None:
     f = _load("eval_followups.json")
-    if not f:
+    pooled = (f or {}).get("pooled", {}).get("follow-ups", {})
+    if "tuning" not in pooled:
         return None
 
-    def found(side: str) -> tuple[int, int]:
-        groups = [r["follow_ups"][side] for r in f["sets"].values()]
-        return round(sum(g["found"] * g["n"] for g in groups)), sum(g["n"] for g in groups)
+    def found(r: dict, side: str = "within", part: str = "follow_ups") -> str:
+        g = r[part][side]
+        return f"{round(g['found'] * g['n'])}/{g['n']}"
 
-    (w, n), (a, _) = found("within"), found("alone")
-    return ["Follow-up questions found "
-            f"({len(f['sets'])} conversation sets)",
-            f"**{w}/{n}** within their conversation", f"{a}/{n} asked alone",
+    test = pooled.get("test")
+    return ["Follow-up questions found within their conversation",
+            f"test sets **{found(test)}** (asked alone {found(test, 'alone')}); first questions "
+            f"inside another conversation {found(test, 'inside_unrelated', 'first')}"
+            if test else "—",
+            f"tuning sets {found(pooled['tuning'])}; target ≥ 85 % on test sets",
             _link("Follow-up questions")]
 
 

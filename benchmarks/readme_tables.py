@@ -17,9 +17,12 @@ import re
 import sys
 from pathlib import Path
 
+import language_tables
 from bench_first_run_ab import docs_section as _first_run_ab_section
 from bench_languages import docs_section as _languages_section
 from bench_precision_fusion import docs_section as _precision_fusion_section
+from e5_tables import e5_section
+from eval_tables import answers_section, followups_section
 from headline import cpu_name as _cpu
 
 HERE = Path(__file__).resolve().parent
@@ -86,97 +89,6 @@ def eval_section() -> str:
                  "`brainbot eval --questions FILE -k 5`:", "",
                  _table(["question set", "mode", "hit@5", "hit@1", "recall@5", "MRR"], qrows)]
     return "\n".join(text + answers_section() + followups_section())
-
-
-def _pct(n: int, d: int) -> str:
-    return f"{n}/{d} ({n / d:.0%})" if d else "—"
-
-
-def answers_section() -> list[str]:
-    a = _load("eval_answers.json")
-    if not a:
-        return []
-    rows = []
-    for r in a["sets"].values():
-        n = r["answerable"]
-        rows.append([f"`{r['dataset']}`", r["role"], _pct(r["answered_correct"], n),
-                     _pct(r["answered_wrong"], n),
-                     _pct(r["answered_correct"] + r["passages_with_fact"], n),
-                     _pct(r["near_miss_answered"], r["near_miss"]),
-                     _pct(r["off_topic_not_found"], r["off_topic"]), r["mean_quoted_chars"]])
-    return ["", "### Answers: `brainbot ask`",
-            "`python benchmarks/bench_answers.py` (= `brainbot eval --questions FILE --answers` "
-            "per set), no API key, so the extractive answer. Three outcomes: *answer* (the "
-            "quoted text should hold what was asked), *passages* (the closest passages, cited, "
-            "labelled as possibly not answering) and *not found*. Answered correctly: outcome "
-            "answer and a citation quotes the expected fact; wrongly: outcome answer without "
-            "it. Fact cited: in the answer or in the passages. Thresholds were chosen on the "
-            "tuning sets; the blind sets were run once, after. Targets: answered correctly "
-            "≥ 60 %, wrongly ≤ 5 %, fact cited ≥ 85 %, near misses answered ≤ 10 %, off-topic "
-            "not found ≥ 95 %.", "",
-            _table(["question set", "role", "answered correctly", "answered wrongly",
-                    "fact cited", "near misses answered", "off-topic not found",
-                    "mean quoted chars"], rows)]
-
-
-def _rate(group: dict, key: str = "found") -> str:
-    return f"{round(group[key] * group['n'])}/{group['n']} ({group[key]:.0%})" if group.get(
-        "n") else "—"
-
-
-def followups_section() -> list[str]:
-    f = _load("eval_followups.json")
-    if not f:
-        return []
-    rows = []
-    for r in f["sets"].values():
-        fu, fi, sh = r["follow_ups"], r["first"], r["shifts"]
-        rows.append([f"`{r['dataset']}`", r["corpus"], r["role"], _rate(fu["alone"]),
-                     f"**{_rate(fu['within'])}**", _rate(fu["alone"], "hit@5"),
-                     _rate(fu["within"], "hit@5"), _rate(fi["alone"]),
-                     _rate(fi["inside_unrelated"]), _rate(sh["within"])])
-    text = ["", "### Follow-up questions",
-            "`python benchmarks/bench_followups.py` (= `brainbot eval --conversations FILE "
-            "-k 5` per set), no API key, so the offline answer. Each follow-up (\"how long "
-            "does it keep?\") is asked alone and within its conversation; found: a gold "
-            "note is cited or among the answer's three nearest passages; hit@5: among the "
-            "top 5 chunks retrieved. First questions are asked alone and inside the set's "
-            "previous, unrelated conversation; new topics are questions that stand alone, "
-            "asked inside a conversation. The method was chosen on the tuning sets; the "
-            "held-out sets were run once, after. Target: follow-ups found within ≥ 80 %.", "",
-            _table(["conversation set", "corpus", "role", "follow-ups alone", "within",
-                    "hit@5 alone", "within", "first questions alone",
-                    "inside another conversation", "new topics within"], rows)]
-    return text + _followup_methods()
-
-
-def _followup_methods() -> list[str]:
-    m = _load("eval_followups_methods.json")
-    if not m:
-        return []
-    pooled: dict[str, list[dict]] = {}
-    for by_method in m["sets"].values():
-        for label, r in by_method.items():
-            pooled.setdefault(label, []).append(r)
-
-    def pool(results: list[dict], part: str, how: str) -> str:
-        results = [r for r in results if r[part][how].get("n")]
-        n = sum(r[part][how]["n"] for r in results)
-        hit = sum(round(r[part][how]["found"] * r[part][how]["n"]) for r in results)
-        return f"{hit}/{n} ({hit / n:.0%})" if n else "—"
-
-    first = next(iter(pooled.values()))  # every method's run asks each question alone too
-    rows = [["none: the question alone", pool(first, "follow_ups", "alone"),
-             pool(first, "first", "alone")]]
-    rows += [[label, pool(rs, "follow_ups", "within"), pool(rs, "first", "inside_unrelated")]
-             for label, rs in pooled.items()]
-    return ["", "How a follow-up is searched, raced on the two tuning sets pooled "
-            "(`bench_followups.py --methods`; found, as above): earlier questions' terms "
-            "and vectors at a weight, their concatenation, the last answer's notes as a "
-            "prior on the fused scores, and a gate that searches a question alone when it "
-            "does not refer back.", "",
-            _table(["method", "follow-ups found within", "first questions inside another "
-                    "conversation"], rows)]
 
 
 def embed_section() -> str:
@@ -308,8 +220,12 @@ def _projected(p) -> str:
 
 
 def _vault_name(v: dict) -> str:
-    """A first-run row's vault, with its precision when embedded (rows before #33: fp32)."""
-    return f"{v['vault']} ({v.get('precision') or 'fp32'})" if v.get("embed") else v["vault"]
+    """A first-run row's vault, with its precision when embedded (rows before #33: fp32)
+    and its model when not the default (issue 41)."""
+    model = f", {v['model']}" if v.get("model") else ""
+    if v.get("embed"):
+        return f"{v['vault']} ({v.get('precision') or 'fp32'}{model})"
+    return f"{v['vault']} ({v['model']})" if model else v["vault"]
 
 
 def first_run_section() -> str:
@@ -638,19 +554,21 @@ def cjk_section() -> str:
                      f"{cjk['hybrid']['hit@5']:.3f} / {cjk['hybrid']['mrr']:.3f}",
                      f"{cjk['vector']['hit@5']:.3f} / {cjk['vector']['mrr']:.3f}",
                      f"{en['hybrid']['hit@5']:.3f} / {en['hybrid']['mrr']:.3f}"])
-    both = c["variants"]["unigram+bigram"]["cjk_weights"]
+    both = c["variants"]["per-language"]["cjk_weights"]
     sweep = ", ".join(f"{w} → {v['hit@5']:.3f} / {v['mrr']:.3f}" for w, v in both.items())
     return "\n".join([
         "### CJK", "`python benchmarks/bench_cjk.py` — examples/vault (36 notes in Chinese, "
-        "Japanese and Korean beside 49 English ones) indexed once per analyzer variant; "
+        "Japanese and Korean beside 49 English ones) indexed with the English-only analyzer "
+        "(every CJK run as characters and bigrams) and with per-language analysis (Japanese "
+        "without its grammar, Chinese without its function characters: text/cjk.py); "
         "hit@5 / MRR on examples/questions-cjk.jsonl (62 answerable questions asked in those "
-        "languages) and, as a check on English, examples/questions-vault.jsonl. The hybrid "
-        "column weights the legs by the query's script (below).", "",
-        _table(["CJK terms", "CJK bm25", "CJK hybrid", "CJK vector", "English hybrid"], rows),
-        "", "Hybrid (bm25 : vector) weights for a query mostly in CJK scripts, with unigrams + "
-        f"bigrams: {sweep}. The English model's vectors only hurt there, so such a query is "
-        "carried by BM25 alone (and not embedded). NFCorpus has no CJK character, so its "
-        "figures cannot move with the analyzer (checked: the same nDCG@10 in every mode)."])
+        "languages, not used to choose the rules) and, as a check on English, "
+        "examples/questions-vault.jsonl. The hybrid column weighs the vector leg by the "
+        "query's language (below).", "",
+        _table(["analyzer", "CJK bm25", "CJK hybrid", "CJK vector", "English hybrid"], rows),
+        "", "Hybrid (bm25 : vector) weights for a query in Chinese, Japanese or Korean, with "
+        f"per-language analysis: {sweep}. The English model's vectors only hurt there, so "
+        "such a query is carried by BM25 alone (and not embedded: search/weights.py)."])
 
 
 def coldstart_section() -> str:
@@ -878,8 +796,8 @@ def related_section() -> str:
 def build() -> str:
     parts = [p for p in (eval_section(), _precision_fusion_section(RESULTS), cjk_section(),
                          _languages_section(RESULTS),
-                         search_section(), embed_section(),
-                         static_int8_section(),
+                         language_tables.section(), search_section(), embed_section(),
+                         static_int8_section(), e5_section(),
                          chunking_section(), first_run_section(),
                          _first_run_ab_section(RESULTS), index_section(),
                          coldstart_section(), serve_section(), serve_http_section(),

@@ -22,7 +22,9 @@ from .errors import BrainbotError, InputError, NotUTF8Error
 TEXT_ARGS = {
     "query": {"text": "the query", "path": "--path", "tag": "--tag", "since": "--since",
               "before": "--before", "linked_to": "--linked-to"},
-    "ask": {"text": "the question", "model": "--model"},
+    "ask": {"text": "the question", "model": "--model", "conversation": "--conversation"},
+    "chat": {"model": "--model", "conversation": "--conversation"},
+    "conversations": {"id": "the conversation", "delete": "--delete"},
     "get": {"target": "the note reference"},
     "related": {"note": "the note"},
     "links": {"note": "the note"},
@@ -41,24 +43,29 @@ def _json_line(data) -> str:
     return printable_json(json.dumps(data, ensure_ascii=False))
 
 
-def _warn(text: str) -> None:
+def _warn(text: str | None) -> None:
     from .render import printable
 
-    print(f"brainbot: {printable(text)}", file=sys.stderr)
+    if text:  # None or "": nothing to say
+        print(f"brainbot: {printable(text)}", file=sys.stderr)
 
 
 # -- commands -------------------------------------------------------------------------
 def cmd_index(args) -> int:
     from brainbot.index.freshness import missing_root_line, missing_roots
-    from brainbot.index.indexer import Indexer
+    from brainbot.index.indexer import Indexer, choose_model
 
     from .render import progress_printer
 
-    if not args.paths and not args.prune:
-        raise InputError("give the folders or files to index (or --prune alone)")
-    with Indexer(args.db, precision=args.precision, rebuild=args.rebuild,
+    if not args.paths and (args.rebuild or not args.prune):  # a rebuild of nothing is empty
+        raise InputError("--rebuild starts the index over: give the folders to index"
+                         if args.rebuild else "give the folders or files to index (or --prune alone)")
+    choice = choose_model(args.db, args.paths, args.model)
+    if choice.line and not args.json:
+        _warn(choice.line)
+    with Indexer(args.db, precision=args.precision, rebuild=args.rebuild, model=choice,
                  progress=None if args.json else progress_printer(),
-                 embed=not args.no_embed,
+                 embed=not args.no_embed, allow_empty=args.allow_empty,
                  embed_progress=None if args.json else progress_printer(unit="chunk")) as ix:
         stats = ix.index_paths(args.paths)
         missing = missing_roots(ix.store)
@@ -330,7 +337,7 @@ def cmd_doctor(args) -> int:
     from .doctor import run_checks
     from .render import printable
 
-    checks = run_checks(args.db)
+    checks = run_checks(args.db, server=not args.no_server)
     bad = [c for c in checks if not c["ok"]]
     if args.json:
         _emit_json({"ok": not bad, "checks": checks})
@@ -343,12 +350,29 @@ def cmd_doctor(args) -> int:
     return 1 if bad else 0
 
 
+def _eval_sets(args, modes: list[str]):
+    from .evaluation import sets as evaluate_sets
+
+    corpora = {}
+    for item in args.corpus:
+        name, sep, folder = item.partition("=")
+        if not sep or not name or not folder:
+            raise InputError(f"--corpus {item!r}: give NAME=DIR")
+        corpora[name] = folder
+    manifest = evaluate_sets.load_manifest(Path(args.sets), corpora)
+    roles = (args.role,) if args.role else evaluate_sets.ROLES
+    return (evaluate_sets.run_sets(manifest, answers=args.answers, roles=roles, k=args.k,
+                                   modes=modes), evaluate_sets.format_sets)
+
+
 def cmd_eval(args) -> int:
     from . import evaluate
 
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    if args.answers and not args.questions:
-        raise InputError("--answers needs --questions FILE.jsonl")
+    if args.answers and not (args.questions or args.sets):
+        raise InputError("--answers needs --questions FILE.jsonl or --sets FILE")
+    if (args.role or args.corpus) and not args.sets:
+        raise InputError("--role and --corpus go with --sets FILE")
     show = evaluate.format_answers if args.answers else evaluate.format_result
     if args.beir:
         result = evaluate.run_beir(Path(args.beir), db=args.db, split=args.split, modes=modes,
@@ -356,14 +380,19 @@ def cmd_eval(args) -> int:
     elif args.answers:
         result = evaluate.run_answers(Path(args.questions), db=args.db or _db_default())
     elif args.conversations:
-        result = evaluate.run_conversations(Path(args.conversations),
-                                            db=args.db or _db_default(), k=args.k)
-        show = evaluate.format_conversations
+        from .evaluation import conversations
+
+        result = conversations.run_conversations(Path(args.conversations),
+                                                 db=args.db or _db_default(), k=args.k)
+        show = conversations.format_conversations
+    elif args.sets:
+        result, show = _eval_sets(args, modes)
     elif args.questions:
         result = evaluate.run_questions(Path(args.questions), db=args.db or _db_default(),
                                         modes=modes, k=args.k)
     else:
-        raise InputError("give --beir DIR, --questions FILE.jsonl or --conversations FILE")
+        raise InputError("give --beir DIR, --questions FILE.jsonl, --conversations FILE or "
+                         "--sets FILE")
     if args.json:
         _emit_json(result)
     else:
@@ -399,7 +428,7 @@ def cmd_ask(args) -> int:
             _emit_json(reply)
         else:
             print(text)
-            _not_saved(reply.get("conversation_note"))
+            _warn(reply.get("conversation_note"))  # the turn was not saved: why
         return 0
     from brainbot.ask.conversation import Thread
     from brainbot.ask.terminal import format_answer
@@ -420,13 +449,8 @@ def cmd_ask(args) -> int:
         _emit_json(answer.to_dict())
     else:
         print(format_answer(answer))
-        _not_saved(answer.conversation_note)
+        _warn(answer.conversation_note)
     return 0
-
-
-def _not_saved(note: str | None) -> None:
-    if note:
-        _warn(note)
 
 
 def cmd_chat(args) -> int:
@@ -506,17 +530,15 @@ def cmd_serve(args) -> int:
 
 def cmd_model(args) -> int:
     from brainbot.model import files as model
+    from brainbot.model.onnx_export import onnx_path
 
+    spec = model.record(args.model)
     if args.action == "pull":
-        folder = model.pull()
-        print(f"model files ok in {folder}")
+        print(f"{spec.name} files ok in {model.pull(model=spec)}")
     elif args.action == "export":
-        from brainbot.model.onnx_export import onnx_path
-
-        print(onnx_path(args.precision))
+        print(onnx_path(args.precision, spec))
     else:
-        folder = model.verified_model_dir()
-        print(f"{model.MODEL_ID} · {folder} · sha256 {model.weights_sha256()[:12]}")
+        print(f"{spec.model_id} · {model.verified_model_dir(spec)} · sha256 {spec.weights_sha256[:12]}")
     return 0
 
 
@@ -532,7 +554,8 @@ def cmd_copy(args) -> int:
 
     from .render import printable
 
-    stats = copy_index(args.source, args.target, replace=args.replace)
+    stats = copy_index(args.source, args.target, replace=args.replace, allow_empty=args.allow_empty)
+    _warn(stats.conversations_note and f"warning: {stats.conversations_note}")
     if args.json:
         _emit_json(stats.to_dict())
     else:

@@ -24,14 +24,15 @@ def _db_option(p: argparse.ArgumentParser, default=True) -> None:
 
 
 def version_line() -> str:
-    """What a bug report needs: brainbot's version, Python's, the embedding model and the
-    kernel path this CPU runs. Loads neither numpy nor the model (a few ms: the C
-    extension's import and model/files' constants)."""
+    """What a bug report needs: brainbot's version, Python's, the default embedding model
+    (an index records its own) and the kernel path this CPU runs. Loads neither numpy nor
+    the model (a few ms: the C extension's import and model/records' constants)."""
     import platform
 
     from . import __version__
-    from .model.files import MODEL_ID
+    from .model.records import record
 
+    MODEL_ID = record().model_id
     try:
         from ._kernel import ffi, lib
     except ImportError:
@@ -63,6 +64,12 @@ def _positive(text: str) -> int:
     return value
 
 
+def _model_names() -> list[str]:
+    from .model.records import RECORDS
+
+    return list(RECORDS)
+
+
 def _add_index(sub) -> None:
     p = sub.add_parser("index", help="index notes into the database",
                        epilog="Example: brainbot index ~/notes --db notes.db")
@@ -70,12 +77,21 @@ def _add_index(sub) -> None:
                    help="folders or markdown files to index (again: only what changed)")
     _db_option(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.add_argument("--rebuild", action="store_true", help="start the database from scratch")
+    p.add_argument("--rebuild", action="store_true",
+                   help="start the index over from the folders given (needs them); the old "
+                        "index answers until the new one is complete")
+    p.add_argument("--allow-empty", action="store_true",
+                   help="let --rebuild replace an index holding notes with an empty one "
+                        "(refused otherwise: an empty or mistyped folder)")
     p.add_argument("--prune", action="store_true",
                    help="remove the notes of indexed roots not present on this machine")
     p.add_argument("--precision", choices=["fp32", "int8"], default=None,
                    help="embedding precision of a new index (default int8; an existing "
                         "index keeps its own; fp32: sentence-transformers' exact vectors)")
+    p.add_argument("--model", choices=_model_names(), default=None,
+                   help="embedding model of a new index (default: all-MiniLM-L6-v2, or "
+                        "multilingual-e5-small when most notes are not English; an existing "
+                        "index keeps its own: switch with --rebuild)")
     p.add_argument("--no-embed", action="store_true",
                    help="stop after the lexical phase (BM25, links, tags, filters); a later "
                         "index or watch embeds the chunks")
@@ -157,10 +173,14 @@ def _add_status_and_doctor(sub) -> None:
     _db_option(p)
     p.add_argument("--json", action="store_true", help="print it as JSON")
     p.set_defaults(func="cmd_status")
-    p = sub.add_parser("doctor", help="check model, export, kernel, sqlite-vec and the database",
+    p = sub.add_parser("doctor", help="check model, export, kernel, sqlite-vec, the database "
+                                      "and the model server",
                        epilog="Example: brainbot doctor --db notes.db")
     _db_option(p)
     p.add_argument("--json", action="store_true", help="print the checks as JSON")
+    p.add_argument("--no-server", action="store_true",
+                   help="do not probe the model server (ANTHROPIC_BASE_URL or Anthropic's "
+                        "API): it costs a few hundred tokens")
     p.set_defaults(func="cmd_doctor")
 
 
@@ -172,12 +192,20 @@ def _add_eval(sub) -> None:
     src.add_argument("--questions", metavar="FILE", help="a question set (JSON Lines)")
     src.add_argument("--conversations", metavar="FILE",
                      help="a conversation set: follow-ups alone and within their conversation")
+    src.add_argument("--sets", metavar="FILE",
+                     help="a manifest of sets (examples/sets.json): each set on its corpus, "
+                          "per-set tables with the tuning sets marked")
     _db_option(p, default=False)
     p.add_argument("--split", default="test", help="the BEIR split to score (default test)")
     p.add_argument("--modes", default="bm25,vector,hybrid",
                    help="the search modes to measure, comma-separated (default all three)")
     p.add_argument("--answers", action="store_true",
-                   help="with --questions: measure `brainbot ask` answers, not retrieval")
+                   help="with --questions or --sets: measure `brainbot ask` answers, not "
+                        "retrieval")
+    p.add_argument("--role", choices=["tuning", "test"], default=None,
+                   help="with --sets: only the sets of this role (default both)")
+    p.add_argument("--corpus", action="append", default=[], metavar="NAME=DIR",
+                   help="with --sets: where a corpus of the manifest is (repeatable)")
     p.add_argument("-k", type=_positive, default=10,
                    help="with --questions: hits a question may be found in (default 10)")
     p.add_argument("--limit", type=int, default=None, help="only the first N queries")
@@ -283,6 +311,8 @@ def _add_model(sub) -> None:
                         "print its path; info: the model, its folder and checksum")
     p.add_argument("--precision", choices=["fp32", "int8"], default="int8",
                    help="the graph to export (default int8)")
+    p.add_argument("--model", choices=_model_names(), default=None,
+                   help="which model (default all-MiniLM-L6-v2)")
     p.set_defaults(func="cmd_model")
 
 
@@ -295,7 +325,11 @@ def _add_copy(sub) -> None:
     p.add_argument("--to", dest="target", required=True, metavar="FILE|URL",
                    help="the index to write (must be empty, or pass --replace)")
     p.add_argument("--replace", action="store_true",
-                   help="empty a target that already holds an index first")
+                   help="replace a target that already holds an index (it answers until "
+                        "the copy is complete)")
+    p.add_argument("--allow-empty", action="store_true",
+                   help="let --replace put an index without notes in the place of one that "
+                        "has some (refused otherwise)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func="cmd_copy")
 

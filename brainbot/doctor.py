@@ -2,15 +2,21 @@
 
 Each check returns {"name", "ok", "detail", "fix"}; doctor prints them and exits
 non-zero when any fails. Nothing here repairs anything: it says what to run.
+
+When a model server is configured (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL), doctor also
+probes it (model/probe.py): whether a search result reaches the model, whether it
+streams, stops and calls tools, and what an ask will do with it (issue 42).
 """
 
 from __future__ import annotations
 
 import shlex
+from dataclasses import replace
 from pathlib import Path
 
 from brainbot.index.freshness import missing_root_line, missing_roots, present_roots, vault_changes
 from brainbot.index.indexer import embedded_line
+from brainbot.index.model_choice import model_fit
 from brainbot.model import files as model
 from brainbot.store.interface import Store
 from brainbot.store.target import is_url, open_store, public_target
@@ -53,6 +59,7 @@ def status(db, store: Store | None = None) -> dict:
     return {
         "db": store.target, "size_bytes": size,
         "schema": meta.get("schema_version"), "model": meta.get("model"),
+        "model_fit": model_fit(meta, other, known)[1],
         "embedder": meta.get("embedder"), "chunker": meta.get("chunker"),
         "analyzer": meta.get("analyzer"), "fingerprint": meta.get("fingerprint"),
         "generation": generation,
@@ -99,22 +106,24 @@ def _engine_status(db) -> dict:
             "sqlite_vec": vec_detail if vec_ok else f"unavailable: {vec_detail}"}
 
 
-def _model_checks() -> list[dict]:
+def _model_checks(spec) -> list[dict]:
+    """The files and export of ``spec``, the index's model (the default's without one)."""
     out = []
-    problems = model.check_files()
+    problems = model.check_files(spec)
     out.append(_check("model files", not problems,
-                      problems[0] if problems else f"{model.MODEL_ID}, sha256 verified",
-                      "brainbot model pull"))
+                      problems[0] if problems else f"{spec.model_id}, sha256 verified",
+                      spec.pull_command))
     if problems:
         return out
     try:
         from brainbot.model.embed import DEFAULT_PRECISION
         from brainbot.model.onnx_export import onnx_path
 
-        path = onnx_path(DEFAULT_PRECISION)  # what a new index embeds with
+        path = onnx_path(DEFAULT_PRECISION, spec)  # what a new index embeds with
         out.append(_check("onnx export", True, str(path)))
     except BrainbotError as exc:
-        out.append(_check("onnx export", False, str(exc), "brainbot model export"))
+        out.append(_check("onnx export", False, str(exc), "brainbot model export"
+                          + ("" if spec.pull_command.endswith("pull") else f" --model {spec.name}")))
     return out
 
 
@@ -142,10 +151,13 @@ def _db_checks(db) -> list[dict]:
 
 def _check_writable(store: Store) -> None:
     from brainbot.store import identity
+    from brainbot.text.analyzers import writes_with
 
     meta = store.meta()
     precision = identity.precision_of(meta) or "fp32"
-    identity.check(meta, store.target, writer=identity.current(precision))
+    writer = replace(identity.current(precision, model=identity.model_of(meta)),
+                     analyzer=writes_with(meta.get("analyzer")))
+    identity.check(meta, store.target, writer=writer)
 
 
 def _store_checks(store: Store, db) -> list[dict]:
@@ -168,7 +180,11 @@ def _store_checks(store: Store, db) -> list[dict]:
                           + (" --prune" if missing_roots(store) else "")))
         out += _absent_roots_check(store, db_arg)
         other, known = store.language_share()
-        out.append(_check("language", True, _language_detail(other, known)))
+        ok, detail = model_fit(store.meta(), other, known)
+        out.append(_check("model", ok, detail,
+                          f"brainbot index {roots} --db {db_arg} --rebuild --model "
+                          "multilingual-e5-small"))
+        out.append(_check("language", True, _language_detail(store.meta(), other, rebuild)))
         warned = {w["path"] for w in warnings_of(store)}
         out.append(_check("note warnings", True, f"{len(warned)} notes indexed with warnings"
                           + (" (brainbot status lists them)" if warned else "")))
@@ -200,21 +216,56 @@ def _absent_roots_check(store: Store, db_arg: str) -> list[dict]:
                    f"if it moved or is gone for good: brainbot index --prune --db {db_arg}")]
 
 
-def _language_detail(other: int, known: int) -> str:
-    from brainbot.notes.language import NON_ENGLISH_WARN
+def _language_detail(meta: dict[str, str], other: int, rebuild: str) -> str:
+    """How BM25 analysed the index's chunks: each in its language, or (an index from
+    before per-language analysis holding non-English chunks) with English rules, and
+    how to analyse them in theirs."""
+    from brainbot.text import analyzers, lexical
 
-    share = other / known if known else 0.0
-    detail = f"{share:.0%} of {known} chunks look non-English"
-    if share >= NON_ENGLISH_WARN:
-        detail += " (vector search is English-only; BM25 carries them)"
-    return detail
+    if meta.get("analyzer") == lexical.ANALYZER_VERSION:
+        if not other:
+            return "BM25 analyses every chunk with English rules"
+        return (f"BM25 analysed {other:,} non-English chunks with English rules (an index "
+                f"from before per-language analysis): {rebuild} analyses each note in its "
+                "own language")
+    counts = analyzers.recorded_languages(meta)
+    shown = ", ".join(f"{lang} {n:,}" for lang, n in
+                      sorted(counts.items(), key=lambda kv: -kv[1])[:6])
+    return "BM25 analyses each note in its own language" + (f" (chunks: {shown})"
+                                                           if shown else "")
 
 
-def run_checks(db) -> list[dict]:
-    checks = _model_checks()
+def run_checks(db, server: bool = True, client=None) -> list[dict]:
+    """Every check; ``server``: probe the model server too (``client``: its client)."""
+    from brainbot.model.records import for_index, record
+    from brainbot.store.target import recorded_meta
+
+    checks = _model_checks(for_index(recorded_meta(db)) or record())
     checks.extend(_engine_checks(db))
     checks.extend(_db_checks(db))
+    if server:
+        checks.extend(server_checks(client))
     return checks
+
+
+OFFLINE = ("none configured (no ANTHROPIC_API_KEY): asks answer offline, quoting your "
+           "notes; set ANTHROPIC_API_KEY for Claude, or ANTHROPIC_BASE_URL and "
+           "BRAINBOT_MODEL for a local server")
+
+
+def server_checks(client=None) -> list[dict]:
+    """The model server's probe as checks; with none configured, one line saying so."""
+    from brainbot.model import claude, probe
+
+    try:
+        if client is None and claude.may_have_credentials():
+            client = claude.make_client()
+        if client is None or not claude.has_credentials(client):
+            return [_check("model server", True, OFFLINE)]
+        found = probe.run(client, claude.model_name())
+    except BrainbotError as exc:  # a bad setting, a profile the SDK cannot load
+        return [_check("model server", False, str(exc), "fix the setting it names")]
+    return [_check(name, ok, detail, fix) for name, ok, detail, fix in probe.verdicts(found)]
 
 
 def _engine_checks(db) -> list[dict]:

@@ -50,7 +50,11 @@ class ServerBusyError(BrainbotError):
 
 
 class ModelFilesError(BrainbotError):
-    """The MiniLM model files are missing or do not match their checksums."""
+    """A model's files are missing or do not match their checksums."""
+
+
+class WeightsFileError(ModelFilesError):
+    """A weights file is truncated, damaged or not in the layout its reader knows."""
 
 
 class ExportError(BrainbotError):
@@ -145,6 +149,27 @@ class StoreBusyError(StoreError):
 class PartialIndexError(StoreError):
     """A vector or hybrid evaluation was asked of an index whose semantic phase has not
     finished: its figures would measure the gap, not the retrieval."""
+
+
+class EmptyRebuildError(InputError):
+    """A rebuild (or ``copy --replace``) that would replace an index holding notes with an
+    empty one: refused unless asked for (``--allow-empty``); the old index stays as it was.
+    ``source``: the empty index a copy would bring; ``skipped``: why the rebuild's files
+    were not indexed."""
+
+    def __init__(self, target, notes: int, *, skipped=(), source=None) -> None:
+        if source is not None:
+            what = f"{source} holds no notes, and copying it"
+        elif skipped:
+            first = skipped[0]
+            what = (f"the rebuild indexed no note ({len(skipped):,} skipped; {first.path}: "
+                    f"{first.reason}), and it")
+        else:
+            what = "the rebuild found no notes to index, and it"
+        check = "" if source is not None else "check the folders, or "
+        super().__init__(f"{what} would replace the {notes:,} notes of {target} with an "
+                         f"empty index; it is left as it was ({check}pass --allow-empty to "
+                         "empty it)")
 
 
 class IndexStopped(BrainbotError):

@@ -125,6 +125,8 @@ META = {
                 "copied",
     "folder_roots": "JSON array of the folders indexed as folders (only they count new "
                     "notes)",
+    "languages": "JSON object: the chunks written in each language's BM25 analysis (a "
+                 "query is analysed in the index's main languages)",
 }
 # What each migration of store/sqlite/file.py brought, in order: the file's user_version
 # must be their number.

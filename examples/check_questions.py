@@ -26,11 +26,15 @@ question file and notes root can be given, e.g. for the rust-book set:
       --questions examples/questions-rust.jsonl
 
 With --languages it checks the multilingual sets instead: every notes folder
-examples/languages/SOURCE/LANG against examples/questions-SOURCE-LANG.jsonl as
-above, then the six languages (en de es fr ja zh) of a source against each other:
-the same note paths, the same question ids in the same order with the same
-answerability, difficulty, kind and expected notes, each question's "lang", and a
-question text that is not the English one (Japanese with kana, Chinese with Han).
+examples/languages/SOURCE/LANG against each question set of that source, as above:
+examples/questions-SOURCE-LANG.jsonl (the "terms" set, required) and
+examples/questions-SOURCE-plain-LANG.jsonl (the "plain" set, written blind in
+everyday words; checked when any language has one, then every language must). Then
+the six languages (en de es fr ja zh) of each set against each other: the same note
+paths, the same question ids in the same order with the same answerability,
+difficulty, kind and expected notes, each question's "lang", and a question text
+that is not the English one (Japanese with kana, Chinese with Han). Last, the sets of
+a source against each other: no question id in two sets, no question asked twice.
 
   python examples/check_questions.py --languages
 
@@ -275,6 +279,11 @@ def check_file(notes_root: Path, questions_file: Path, out=print) -> list[str]:
 # --- the multilingual sets (examples/languages/SOURCE/LANG, questions-SOURCE-LANG.jsonl) ------
 
 LANGS = ("en", "de", "es", "fr", "ja", "zh")
+# The question sets of a source, one file a language: "terms" names what the pages name
+# (commands, paths), "plain" asks in everyday words, written blind (examples/README.md).
+# Only "terms" is required; benchmarks/bench_languages.py reads the same table.
+QUESTION_SETS = {"terms": "questions-{source}-{lang}.jsonl",
+                 "plain": "questions-{source}-plain-{lang}.jsonl"}
 KANA = re.compile(r"[\u3040-\u30ff]")
 HAN = re.compile(r"[\u4e00-\u9fff]")
 
@@ -299,9 +308,28 @@ def check_source(source: Path, out=print) -> list[str]:
     paths = {lang: sorted(p.relative_to(source / lang).as_posix()
                           for p in (source / lang).rglob("*.md")) for lang in LANGS}
     errors += [f"{lang}: its notes differ from en's" for lang in LANGS if paths[lang] != paths["en"]]
-    sets = {}
-    for lang in LANGS:
-        qfile = source.parent.parent / f"questions-{source.name}-{lang}.jsonl"
+    english: dict[str, list[dict]] = {}
+    for name in QUESTION_SETS:
+        files = question_files(source, name)
+        if name != "terms" and not any(f.is_file() for f in files.values()):
+            continue  # a source need not have every set
+        errs, english[name] = check_set(source, files, "" if name == "terms" else f"{name}: ", out)
+        errors += errs
+    return errors + across_sets(english)
+
+
+def question_files(source: Path, name: str) -> dict[str, Path]:
+    """One question set's files of a source, by language (examples/questions-...-LANG.jsonl)."""
+    pattern = QUESTION_SETS[name]
+    return {lang: source.parent.parent / pattern.format(source=source.name, lang=lang)
+            for lang in LANGS}
+
+
+def check_set(source: Path, files: dict[str, Path], prefix: str, out=print) -> tuple[list[str], list]:
+    """One question set: each language's file against its notes, then the languages against
+    each other. Its problems, and its English questions ([] when there are none)."""
+    errors, sets = [], {}
+    for lang, qfile in files.items():
         if not qfile.is_file():
             errors.append(f"no {qfile.name}")
             continue
@@ -310,7 +338,20 @@ def check_source(source: Path, out=print) -> list[str]:
                       if line.strip()]
     if "en" in sets:
         for lang, qs in sets.items():
-            errors += [f"{lang}: {e}" for e in aligned(sets["en"], qs, lang)]
+            errors += [f"{prefix}{lang}: {e}" for e in aligned(sets["en"], qs, lang)]
+    return errors, sets.get("en", [])
+
+
+def across_sets(english: dict[str, list[dict]]) -> list[str]:
+    """The sets of one source together: a question id names one question of one set (the
+    benchmark's union of the sets is keyed by id), and no question is asked in two sets."""
+    errors, ids, texts = [], {}, {}
+    for name, qs in english.items():
+        for q in qs:
+            for seen, key in ((ids, q.get("id")), (texts, q.get("question"))):
+                if key in seen and seen[key] != name:
+                    errors.append(f"{key!r} is in both the {seen[key]} and the {name} set")
+                seen.setdefault(key, name)
     return errors
 
 

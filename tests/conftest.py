@@ -162,6 +162,11 @@ def index_copy(db: Path, folder: Path) -> Path:
 
 
 os.environ.setdefault("NO_COLOR", "1")
+# The fake Messages API (tests/fake_anthropic.py) plays Anthropic's API on 127.0.0.1, an
+# address brainbot would take for a local server (text citations, no tools: issue 42): it
+# is told what it is, as a user with a proxy in front of the API would. Tests of the local
+# servers' mode set BRAINBOT_CITATIONS=text or remove the setting.
+os.environ.setdefault("BRAINBOT_CITATIONS", "search_results")
 
 
 # --- hang guards that scale with the machine ---------------------------------------------

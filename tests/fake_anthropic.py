@@ -18,14 +18,24 @@ reads the earlier turns of a conversation the request carries (``earlier_turns``
 between two words, until ``step()`` lets the next one out (or ``release()`` the rest):
 a test sees the text that came so far while the model is still held. ``Reply.pieces``
 says how many text deltas each text block streams in.
-What this fake does not do: count tokens, check the model name, or validate the request
-beyond parsing it as JSON.
+``FakeAnthropic(local=True)`` behaves as Ollama (>= 0.14) and llama.cpp's llama-server do
+at /v1/messages (issue 42): search_result blocks are dropped without a word, in the user
+turn and inside a tool_result, before the script sees the request (``seen``: what reached
+the model); replies never carry citations; ``tool_choice`` is ignored (the script decides);
+a script may stop with tool_use and ``stop_reason="max_tokens"``. Its scripted answers
+stand in for what a 270M base model cannot produce on demand: ``quote(body, prefix, words)``
+marks words of the numbered passage from a note the way brainbot asks a model to.
+``/v1/messages/count_tokens`` answers in both modes with a count of the text that reaches
+the model (four characters a token), so a probe can tell whether search results arrive.
+What this fake does not do: check the model name, or validate the request beyond parsing
+it as JSON.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import uuid
 from collections import deque
@@ -43,6 +53,7 @@ class Reply:
     headers: dict = field(default_factory=dict)
     content_type: str = "application/json"
     stream_error: dict | None = None  # an SSE "error" event sent after message_start
+    error_after_text: bool = False  # the error event comes after the first text delta
     pieces: int = 2  # text deltas a streamed text block is cut into
 
 
@@ -158,7 +169,9 @@ def tool_results(body: dict) -> list[dict]:
 
 # -- the server ------------------------------------------------------------------------------
 class FakeAnthropic:
-    def __init__(self):
+    def __init__(self, local: bool = False):
+        self.local = local  # behave as Ollama / llama-server (see the module's docstring)
+        self.seen: list[dict] = []  # each messages request as it reached the model
         self.requests: list[Recorded] = []
         self.script: deque = deque()
         self.lock = threading.Lock()
@@ -247,7 +260,8 @@ class FakeAnthropic:
 
     @property
     def bodies(self) -> list[dict]:
-        return [r.body for r in self.requests if r.path.startswith("/v1/messages")]
+        return [r.body for r in self.requests if r.path.startswith("/v1/messages")
+                and not r.path.startswith("/v1/messages/count_tokens")]
 
     def _next(self, body: dict | None) -> Reply:
         with self.lock:
@@ -277,6 +291,12 @@ def _handler(fake: FakeAnthropic):
             if not self.path.startswith("/v1/messages"):
                 return self._send(Reply(status=404, body={"type": "error", "error": {
                     "type": "not_found_error", "message": self.path}}))
+            if fake.local and isinstance(body, dict):
+                body = without_search_results(body)
+            if self.path.startswith("/v1/messages/count_tokens"):
+                return self._send(Reply(body={"input_tokens": count_tokens(body or {})}))
+            with fake.lock:
+                fake.seen.append(body)
             if not fake.gate.is_set():
                 with fake.lock:
                     fake.held += 1
@@ -284,6 +304,8 @@ def _handler(fake: FakeAnthropic):
                 with fake.lock:
                     fake.held -= 1
             reply = fake._next(body)
+            if fake.local and reply.body and reply.status == 200:
+                reply = _uncited(reply)
             if reply.status == 200 and reply.raw is None and (body or {}).get("stream"):
                 return self._stream(reply)
             self._send(reply)
@@ -305,7 +327,8 @@ def _handler(fake: FakeAnthropic):
             self.send_header("cache-control", "no-cache")
             self.send_header("connection", "close")
             self.end_headers()
-            for event in sse_events(reply.body, reply.stream_error, reply.pieces):
+            for event in sse_events(reply.body, reply.stream_error, reply.pieces,
+                                    reply.error_after_text):
                 with fake._paced(event):
                     self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"
                                      .encode())
@@ -314,14 +337,31 @@ def _handler(fake: FakeAnthropic):
     return Handler
 
 
-def sse_events(msg: dict, stream_error: dict | None = None, pieces: int = 2) -> list[dict]:
-    """A message as the API streams it, each text block in ``pieces`` deltas."""
+def sse_events(msg: dict, stream_error: dict | None = None, pieces: int = 2,
+               error_after_text: bool = False) -> list[dict]:
+    """A message as the API streams it, each text block in ``pieces`` deltas; with
+    ``stream_error``, an error event after message_start (or ``error_after_text``: after
+    the first text delta) ends it."""
     start = {k: v for k, v in msg.items() if k not in ("content", "stop_reason")}
     start.update(content=[], stop_reason=None,
                  usage={"input_tokens": msg["usage"]["input_tokens"], "output_tokens": 1})
     events = [{"type": "message_start", "message": start}, {"type": "ping"}]
     if stream_error is not None:
+        if error_after_text:
+            first = next(i for i, e in enumerate(_content_events(msg, pieces))
+                         if e.get("delta", {}).get("type") == "text_delta")
+            events += _content_events(msg, pieces)[:first + 1]
         return events + [{"type": "error", "error": stream_error}]
+    events += _content_events(msg, pieces)
+    events.append({"type": "message_delta",
+                   "delta": {"stop_reason": msg["stop_reason"], "stop_sequence": None},
+                   "usage": {"output_tokens": msg["usage"]["output_tokens"]}})
+    events.append({"type": "message_stop"})
+    return events
+
+
+def _content_events(msg: dict, pieces: int) -> list[dict]:
+    events = []
     for i, block in enumerate(msg["content"]):
         if block["type"] == "text":
             events.append({"type": "content_block_start", "index": i,
@@ -343,10 +383,6 @@ def sse_events(msg: dict, stream_error: dict | None = None, pieces: int = 2) -> 
                 events.append({"type": "content_block_delta", "index": i,
                                "delta": {"type": "input_json_delta", "partial_json": piece}})
         events.append({"type": "content_block_stop", "index": i})
-    events.append({"type": "message_delta",
-                   "delta": {"stop_reason": msg["stop_reason"], "stop_sequence": None},
-                   "usage": {"output_tokens": msg["usage"]["output_tokens"]}})
-    events.append({"type": "message_stop"})
     return events
 
 
@@ -359,3 +395,85 @@ def no_credentials(monkeypatch, home: Path) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME",
                        os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache"))
     monkeypatch.setenv("HOME", str(home))
+
+
+# -- as a local server (FakeAnthropic(local=True)) --------------------------------------------
+def without_search_results(body: dict) -> dict:
+    """The request as Ollama and llama-server pass it to the model: search_result blocks
+    gone, in user turns and inside tool results."""
+    def keep(blocks):
+        return [b for b in blocks if not (isinstance(b, dict) and b.get("type") == "search_result")]
+
+    out = json.loads(json.dumps(body))
+    for msg in out.get("messages", []):
+        if isinstance(msg.get("content"), list):
+            msg["content"] = keep(msg["content"])
+            for block in msg["content"]:
+                if block.get("type") == "tool_result" and isinstance(block.get("content"), list):
+                    block["content"] = keep(block["content"])
+    return out
+
+
+def _uncited(reply: Reply) -> Reply:
+    body = json.loads(json.dumps(reply.body))
+    for block in body.get("content", []) if isinstance(body.get("content"), list) else []:
+        if isinstance(block, dict):
+            block.pop("citations", None)
+    return Reply(reply.status, body, reply.raw, reply.headers, reply.content_type,
+                 reply.stream_error, reply.error_after_text, reply.pieces)
+
+
+def count_tokens(body: dict) -> int:
+    """Four characters a token, of every string the request carries to the model."""
+    def chars(value) -> int:
+        if isinstance(value, str):
+            return len(value)
+        if isinstance(value, dict):
+            return sum(chars(v) for k, v in value.items() if k not in ("type", "model"))
+        if isinstance(value, list):
+            return sum(chars(v) for v in value)
+        return 0
+
+    return 1 + chars({k: body.get(k) for k in ("system", "messages", "tools")}) // 4
+
+
+PASSAGE_HEAD = re.compile(r"^\[(\d+)\] (\S.*?:\d+-\d+)", re.M)
+
+
+def passages(body: dict) -> dict[int, tuple[str, str]]:
+    """The numbered passages a text-citation request carries: number -> (source, text)."""
+    found = {}
+    for msg in body.get("messages", []):
+        content = msg.get("content")
+        for block in content if isinstance(content, list) else []:
+            parts = [block] + (block.get("content") if isinstance(block.get("content"), list)
+                               else [])
+            for part in parts:
+                said = part.get("text", "") if isinstance(part, dict) else ""
+                heads = list(PASSAGE_HEAD.finditer(said))
+                for head, after in zip(heads, heads[1:] + [None]):
+                    end = after.start() if after else len(said)
+                    found[int(head.group(1))] = (head.group(2), said[head.end():end])
+    return found
+
+
+def numbered(body: dict) -> dict[int, str]:
+    """The numbered passages a text-citation request carries: number -> source."""
+    return {n: source for n, (source, _) in passages(body).items()}
+
+
+def number_of(body: dict, prefix: str, words: str = "") -> int:
+    """The number of the first passage whose source starts with ``prefix`` and which holds
+    ``words`` (any case), else of the first from ``prefix``."""
+    found = sorted((n, source, said) for n, (source, said) in passages(body).items()
+                   if source.startswith(prefix))
+    if not found:
+        raise AssertionError(f"no numbered passage from {prefix} in the request")
+    holding = [n for n, _, said in found if words and words.lower() in said.lower()]
+    return holding[0] if holding else found[0][0]
+
+
+def quote(body: dict, prefix: str, words: str) -> str:
+    """``"words" [n]``, n the passage from ``prefix`` that holds them: a correct quote when
+    one does, a wrong one (marking the first passage from ``prefix``) when none does."""
+    return f'"{words}" [{number_of(body, prefix, words)}]'

@@ -277,7 +277,8 @@ def turns(driver) -> list:
 def test_an_answer_streams_into_a_thread_and_a_follow_up_continues_it(driver, claude_site,
                                                                      fake):
     """Ask: the answer's text is painted while the model is still held between its words
-    (two partial states before the end), then its verified citation, whose lines open.
+    (two partial states before the end), dimmed as a draft, then replaced by the checked
+    answer with its verified citation, whose lines open.
     A follow-up is a second turn of the same conversation, sent with its id; "new
     conversation" clears the thread, and the next Ask starts another one."""
     from selenium.webdriver.common.by import By
@@ -298,6 +299,10 @@ def test_an_answer_streams_into_a_thread_and_a_follow_up_continues_it(driver, cl
         driver.find_element(By.ID, "ask").click()
         first = wait(driver, lambda d: answer_text(d, 1))
         assert fake.held == 1  # the model has more to say
+        shown = driver.find_element(By.CSS_SELECTOR, "#turns > .turn:nth-child(1) .text")
+        assert "draft" in shown.get_attribute("class").split()  # issue 42: not checked yet
+        assert driver.find_element(By.CSS_SELECTOR, "#turns > .turn:nth-child(1) .meta") \
+            .text.startswith("Draft, not checked against your notes yet")
         fake.step()
         second = wait(driver, lambda d: answer_text(d, 1) not in ("", first) and
                       answer_text(d, 1))
@@ -307,6 +312,8 @@ def test_an_answer_streams_into_a_thread_and_a_follow_up_continues_it(driver, cl
     wait(driver, lambda d: cards(d, "#turns > .turn:nth-child(1) button.citation"))
     final = answer_text(driver, 1)
     assert final.startswith("You feed it twice a day") and "[1]" in final
+    assert "draft" not in driver.find_element(
+        By.CSS_SELECTOR, "#turns > .turn:nth-child(1) .text").get_attribute("class").split()
     assert len({first, second, final}) == 3
     cite = cards(driver, "#turns > .turn:nth-child(1) button.citation")[0]
     assert "verified" in cite.text and "bread/sourdough.md" in cite.text
@@ -329,6 +336,36 @@ def test_an_answer_streams_into_a_thread_and_a_follow_up_continues_it(driver, cl
     wait(driver, lambda d: cards(d, "#turns > .turn button.citation"))
     again = [t.get_attribute("data-conversation") for t in turns(driver)]
     assert len(again) == 1 and again[0] not in ("", ids[0])
+
+
+def test_a_turn_that_could_not_be_saved_is_followed_up_all_the_same(driver, site, tmp_path):
+    """Issue 40, M2: a folder where the conversations file goes, so nothing is saved. The
+    first answer says so and that the server keeps the conversation in memory; the
+    follow-up continues it (the same id, no "no conversation" error)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    _, served = site
+    db = Path(shutil.copy(served.proc.args[served.proc.args.index("--db") + 1],
+                          tmp_path / "unsaved.db"))
+    Path(str(db) + ".conversations").mkdir()
+    d = Daemon(db)
+    try:
+        driver.get(f"http://127.0.0.1:{d.port}/")
+        driver.find_element(By.ID, "q").send_keys(QUESTION)
+        driver.find_element(By.ID, "ask").click()
+        wait(driver, lambda d: cards(d, "#turns > .turn:nth-child(1) button.citation"))
+        first = turns(driver)[0]
+        assert "kept in memory until this server stops" in first.text
+        driver.find_element(By.ID, "follow-up").send_keys("and what do I feed it?", Keys.ENTER)
+        wait(driver, lambda d: len(turns(d)) == 2 and
+             turns(d)[1].get_attribute("aria-busy") == "false")
+        assert not cards(driver, "#turns > .turn:nth-child(2) .error"), turns(driver)[1].text
+        assert cards(driver, "#turns > .turn:nth-child(2) button.citation")
+        ids = [t.get_attribute("data-conversation") for t in turns(driver)]
+        assert ids[0] and ids[0] == ids[1]
+    finally:
+        assert d.stop() in (0, -15)
 
 
 HOSTILE_ANSWER = ('<img src=x onerror="window.__pwned = 11"> <script>window.__pwned = 12</script> '

@@ -17,7 +17,7 @@ from brainbot.errors import InputError
 from brainbot.notes.inline import InlineMarkup
 from brainbot.notes.markdown import parse
 from brainbot.text.chunking import Chunk, ChunkParams, chunk_note, chunk_text
-from brainbot.text.tokens import TokenCounter
+from brainbot.text.tokens import SPECIAL_TOKENS, TokenCounter
 
 CORPORA = Path(__file__).resolve().parents[2] / "shared" / "data" / "corpora"
 SMALL = ChunkParams(max_tokens=64, target_tokens=48, min_tokens=16, overlap_sentences=1)
@@ -343,25 +343,52 @@ def test_link_heavy_text_embeds_only_the_link_text(counter, fresh):
     assert all("https://" not in c.retrieval_text for c in chunks)
 
 
-def test_an_index_of_the_previous_chunker_is_refused(tmp_path, monkeypatch):
-    """CHUNKER_VERSION 3 changed retrieval_text: a v2 index must be rebuilt, and is told so."""
+def test_an_index_of_the_previous_chunker_is_refused_with_the_reason(tmp_path, monkeypatch):
+    """CHUNKER_VERSION 4 joins a lone comment to the chunk before it (issue 40): a v3
+    index must be rebuilt, and is told so, and why."""
     from brainbot.errors import IncompatibleIndexError
     from brainbot.index.indexer import Indexer
     from brainbot.text import chunking
 
-    assert ChunkParams().fingerprint().startswith("chunker3-")
+    assert ChunkParams().fingerprint().startswith("chunker4-")
     notes = tmp_path / "notes"
     notes.mkdir()
+    (notes / "a.md").write_text("# A\n\nSome text about pears.\n", encoding="utf-8")
     db = tmp_path / "old.db"
-    monkeypatch.setattr(chunking, "CHUNKER_VERSION", "2")
-    with Indexer(db) as ix:
-        ix.index_paths([notes])
     monkeypatch.setattr(chunking, "CHUNKER_VERSION", "3")
-    with pytest.raises(IncompatibleIndexError, match="--rebuild"):
-        with Indexer(db) as ix:
-            ix.index_paths([notes])
-    with Indexer(db, rebuild=True) as ix:
+    with Indexer(db, embed=False) as ix:
         ix.index_paths([notes])
+    monkeypatch.setattr(chunking, "CHUNKER_VERSION", "4")
+    with pytest.raises(IncompatibleIndexError, match="--rebuild") as caught:
+        with Indexer(db, embed=False) as ix:
+            ix.index_paths([notes])
+    assert "(its chunker made a chunk that shows nothing of a comment" in str(caught.value)
+    with Indexer(db, rebuild=True, embed=False) as ix:
+        ix.index_paths([notes])
+
+
+def test_a_comment_after_a_list_that_fills_the_budget_joins_its_chunk(counter, fresh):
+    """Issue 40 (hypothesis found it): the heading and the list take the model's whole
+    budget, so their chunk has no room for a heading prefix; the anchor comment after them
+    made a chunk of its own that showed nothing (its retrieval text only the prefix)."""
+    text = "# Heading\n\n" + "- a.\n" * 84 + "\n<!-- anchor -->\n"
+    heading, items = (counter.count(t) - SPECIAL_TOKENS for t in ("# Heading", "- a.\n" * 84))
+    assert heading + items == ChunkParams().max_tokens - SPECIAL_TOKENS  # no room for "Heading"
+    chunks = chunk_text(text, "n.md", counter)
+    assert [c.source_text for c in chunks] == [text.rstrip()]
+    assert chunks[0].retrieval_text == text[: text.index("<!--")].strip()
+    check(text, chunks, fresh)
+    # the case hypothesis drew, at SMALL's budget
+    drawn = ("# H\n\n- A.\n- A.\n- A.\n- AQ.\n- AACF.\n- e.g. ![](img.png) A.\n- BHFHB.\n"
+             "- A e.g. [[Note#Part|alias]] A A.\n\n<!-- anchor: a -->")
+    chunks = chunk_text(drawn, "gen/note.md", counter, SMALL)
+    assert len(chunks) == 1
+    check(drawn, chunks, fresh, SMALL)
+    # a comment that opens what follows still goes with it
+    text += "\nA closing sentence under the list.\n"
+    chunks = chunk_text(text, "n.md", counter)
+    assert chunks[-1].source_text.startswith("<!-- anchor -->")
+    check(text, chunks, fresh)
 
 
 def test_cjk_text(counter, fresh):

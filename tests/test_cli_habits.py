@@ -46,7 +46,7 @@ def test_version_loads_neither_numpy_nor_the_model():
     run = brainbot("-X", "importtime", "-m", "brainbot", "--version")
     imported = {line.split("|")[-1].strip() for line in run.stderr.splitlines()
                 if line.startswith("import time:")}
-    assert "brainbot.model.files" in imported  # what it does read
+    assert "brainbot.model.records" in imported  # what it does read
     heavy = {"numpy", "onnxruntime", "tokenizers", "anthropic", "brainbot.kernel.native",
              "brainbot.model.embed", "sqlite3"}
     assert not imported & heavy, imported & heavy

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -98,6 +99,81 @@ def test_a_foreign_file_of_that_name_is_never_written(tmp_path):
     with pytest.raises(StoreError, match="not brainbot's conversations file"):
         store.count()
     assert sidecar_path(index).read_bytes() == before
+
+
+def test_updated_never_moves_backwards(tmp_path, monkeypatch):
+    """A turn stamped by a clock behind the last turn's (set back, or another process's)
+    keeps the conversation's order: its time is the last one's (issue 40, L8)."""
+    import brainbot.store.conversations as conversations
+
+    times = iter(f"2026-01-01T00:00:{s:02d}.000Z" for s in range(59, 0, -1))  # backwards
+    monkeypatch.setattr(conversations, "now", lambda: next(times))
+    store = open_conversations(tmp_path / "x.db")
+    store.append("one", turn("first"))
+    store.append("two", turn("other"))
+    store.append("one", turn("second"))
+    stamps = [t.asked_at for t in store.turns("one")]
+    assert stamps == sorted(stamps)
+    (one,) = [c for c in store.listing() if c.id == "one"]
+    assert one.updated == stamps[-1] and store.latest() == "one"
+
+
+def test_a_turn_is_stamped_once_it_holds_the_write_lock(tmp_path, monkeypatch):
+    """An append that waited for another's lock is stamped after it, so under concurrent
+    asks the last to commit is the latest (issue 40, L8): the time is taken inside the
+    write transaction, never before it."""
+    import brainbot.store.conversations as conversations
+    from brainbot.store.sqlite.conversations import SidecarConversations
+
+    inside, seen = [], []
+    real_writing, real_now = SidecarConversations._writing, conversations.now
+
+    def writing(self):
+        with real_writing(self) as db:
+            inside.append(True)
+            try:
+                yield db
+            finally:
+                inside.pop()
+
+    def stamp():
+        seen.append(bool(inside))
+        return real_now()
+
+    monkeypatch.setattr(SidecarConversations, "_writing", contextmanager(writing))
+    monkeypatch.setattr(conversations, "now", stamp)
+    store = open_conversations(tmp_path / "x.db")
+    store.append("one", turn("first"))
+    store.append("one", turn("second"))
+    assert seen and all(seen)
+
+
+def test_the_conversations_file_has_its_own_messages(db):
+    """A folder or a damaged file in its place: said as what it is, with the way out for a
+    conversations file (move it away), never an index's rebuild (issue 40, L6)."""
+    sidecar_path(db).mkdir()
+    line = one_line_error(run_cli("conversations", "--db", db))
+    assert f"{sidecar_path(db)} is a folder, not a conversations file; move it away" in line
+    sidecar_path(db).rmdir()
+    sidecar_path(db).write_text("garbage\n")
+    for argv in (("conversations",), ("conversations", "show", "abc")):
+        line = one_line_error(run_cli(*argv, "--db", db))
+        assert "is not a conversations file or is damaged" in line and "move it away" in line
+        assert "brainbot index" not in line and "rebuild" not in line
+
+
+def test_an_empty_conversation_id_is_refused(db):
+    """`--conversation ""` (an unset variable) is refused as the API refuses it, before
+    anything is asked or created (issue 40, L9); so is an id that is not UTF-8."""
+    for argv in (("ask", "--conversation", "", FOLLOW), ("ask", "--conversation", " ", FOLLOW),
+                 ("chat", "--conversation", "")):
+        r = run_cli(*argv, "--db", db, env=offline(), input="/quit\n")
+        assert r.returncode == 2 and "not an empty one" in one_line_error(r)
+    for argv in (("ask", "--conversation", "\udcff", FOLLOW), ("chat", "--conversation",
+                 "\udcff"), ("conversations", "show", "\udcff")):  # argv bytes, not UTF-8
+        r = run_cli(*argv, "--db", db, env=offline(), input="/quit\n")
+        assert r.returncode == 2 and "is not valid UTF-8" in one_line_error(r)
+    assert not sidecar_path(db).exists()
 
 
 # -- the CLI contract --------------------------------------------------------------------
@@ -195,6 +271,47 @@ def test_a_conversation_survives_a_rebuild_and_travels_with_a_copy(db, tmp_path)
     assert len(open_conversations(target).turns(first)) == 3
 
 
+def test_copy_never_fails_over_conversations_after_the_index_was_copied(db, tmp_path,
+                                                                         monkeypatch):
+    """Issue 40, L6: a target whose conversations file is damaged is refused before
+    anything is written (so a rerun after moving it away works); a source whose
+    conversations cannot be read, or a save of them that fails after the index was
+    copied, is a warning, and the copy stands."""
+    from brainbot.index.copying import copy_index
+
+    cid = ask(db, STARTER)["conversation"]
+    target = tmp_path / "cp_to.db"
+    sidecar_path(target).write_text("garbage\n")
+    line = one_line_error(run_cli("copy", "--from", db, "--to", target))
+    assert "nothing was copied" in line and "is not a conversations file" in line
+    assert not target.exists()
+    sidecar_path(target).rename(tmp_path / "moved-away")
+    r = run_cli("copy", "--from", db, "--to", target)
+    assert r.returncode == 0 and "1 conversations" in r.stdout, r.stderr
+    assert [t.n for t in open_conversations(target).turns(cid)] == [1]
+
+    sidecar_path(db).rename(tmp_path / "kept")
+    sidecar_path(db).mkdir()  # the source's cannot be read: the index is copied anyway
+    r = run_cli("copy", "--from", db, "--to", tmp_path / "second.db")
+    assert r.returncode == 0 and "copied" in r.stdout, r.stderr
+    assert r.stderr.startswith("brainbot: warning: the conversations of ")
+    assert "were not copied" in r.stderr and "is a folder" in r.stderr
+    sidecar_path(db).rmdir()
+    (tmp_path / "kept").rename(sidecar_path(db))
+
+    def full(self, conversations):
+        raise StoreError("disk full while writing them (simulated)")
+
+    monkeypatch.setattr(Conversations, "absorb", full)
+    stats = copy_index(db, tmp_path / "third.db")
+    assert stats.documents and stats.conversations == 0
+    assert stats.conversations_note.startswith("the index was copied, but not its "
+                                               "conversations: disk full")
+    monkeypatch.undo()
+    again = copy_index(db, tmp_path / "third.db", replace=True)  # a rerun is not refused
+    assert again.conversations == 1 and again.conversations_note is None
+
+
 HOLD = r'''
 import sys, threading
 from brainbot import cli
@@ -242,7 +359,9 @@ def test_an_index_on_a_read_only_medium_answers_and_says_the_turn_was_not_saved(
         assert "not saved" in answer["conversation_note"]
         assert "read-only" in answer["conversation_note"]
         fresh = ask(ro, "What tire pressure should the Subaru run at?")
-        assert fresh["conversation"] and "not saved" in fresh["conversation_note"]
+        assert fresh["conversation"] is None  # nothing a follow-up could find (issue 40, M2)
+        assert "not saved" in fresh["conversation_note"]
+        assert "there is no conversation to follow up" in fresh["conversation_note"]
         text = run_cli("ask", STARTER, "--db", ro, env=offline())
         assert text.returncode == 0 and "not saved" in text.stderr
         status = json.loads(run_cli("status", "--db", ro, "--json").stdout)

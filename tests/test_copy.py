@@ -150,7 +150,7 @@ def test_sqlite_export_round_trips_through_add_document(tmp_path, examples_db):
             for d in docs:
                 store.add_document(d)
             store.resolve_links()  # as copy_index does: links travel as written
-            for key in ("vault_refresh", "folder_roots"):
+            for key in ("vault_refresh", "folder_roots", "languages"):
                 store.set_meta(key, meta.get(key))
     assert snapshot(dst) == snapshot(examples_db)
     assert store_snapshot(dst) == store_snapshot(examples_db)

@@ -14,19 +14,21 @@ from brainbot.cli import main
 from brainbot.index.indexer import Indexer
 from brainbot.kernel import native as kernel
 from brainbot.model import files as model
+from brainbot.model.records import MINILM
 from brainbot.store.sqlite import file as store
 
 CHECKS = ["model files", "onnx export", "search kernel", "sqlite-vec", "database integrity",
-          "fingerprint", "stale files", "language", "note warnings", "vectors"]
+          "fingerprint", "stale files", "model", "language", "note warnings", "vectors"]
 
 
 def doctor(capsys, db, *extra) -> tuple[int, dict[str, dict], str]:
-    """Run `brainbot doctor --json` and `brainbot doctor`; both must agree."""
-    code = main(["doctor", "--db", str(db), "--json", *extra])
+    """Run `brainbot doctor --json` and `brainbot doctor`; both must agree. The model
+    server's probe is tests/test_doctor_server.py's: never a call to a real API here."""
+    code = main(["doctor", "--db", str(db), "--json", "--no-server", *extra])
     out, err = capsys.readouterr()
     report = json.loads(out)
     assert report["ok"] == (code == 0) and err == ""
-    text_code = main(["doctor", "--db", str(db)])
+    text_code = main(["doctor", "--db", str(db), "--no-server"])
     text, _ = capsys.readouterr()
     assert text_code == code
     for c in report["checks"]:
@@ -97,7 +99,7 @@ def test_model_file_with_wrong_sha256(capsys, healthy, tmp_path, monkeypatch):
     folder = tmp_path / "model"
     folder.mkdir()
     real = model.model_dir()
-    for name in model.FILES:
+    for name in MINILM.files:
         (folder / name).symlink_to(real / name)
     (folder / "config.json").unlink()
     shutil.copyfile(real / "config.json", folder / "config.json")

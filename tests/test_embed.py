@@ -22,7 +22,10 @@ from brainbot.model import files as model
 from brainbot.model import onnx_export as export
 from brainbot.model import session
 from brainbot.model.embed import Embedder
-from brainbot.model.files import DIMENSION, MAX_TOKENS, load_tokenizer, sha256_file
+from brainbot.model.files import load_tokenizer, sha256_file
+from brainbot.model.records import MINILM
+
+DIMENSION, MAX_TOKENS = MINILM.dimension, MINILM.max_tokens
 
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "minilm_reference.jsonl"
 MIN_COSINE = 0.9999  # sentence-transformers vs a correct export (reference SOURCE.md)
@@ -241,8 +244,9 @@ def test_broken_export_raises_and_caches_nothing(cache, tmp_path, monkeypatch):
     def wrong(w, ids, mask):  # a graph that runs but computes something else
         return np.roll(export.numpy_forward(w, ids, mask), 1, axis=1).astype(np.float32)
 
-    def verify_wrong(path, precision, weights=None):
-        return export_verify(path, precision, weights, runner=lambda p, i, m: wrong(weights, i, m))
+    def verify_wrong(path, precision, weights=None, model=None):
+        return export_verify(path, precision, weights, runner=lambda p, i, m: wrong(weights, i, m),
+                             model=model)
 
     export_verify = export.verify
     monkeypatch.setattr(export, "verify", verify_wrong)
@@ -306,7 +310,7 @@ def test_optimized_graph_from_elsewhere_is_not_used(cache, tmp_path, monkeypatch
     made = []
     monkeypatch.setattr(session, "make_optimized", lambda *a: made.append(a))
     session.optimized_path("fp32", 2)
-    assert made == [("fp32", 2)]
+    assert made == [("fp32", 2, None)]  # (precision, threads, model: the default)
 
 
 def test_damaged_optimized_graph_is_made_again(cache, tmp_path, monkeypatch):
@@ -353,7 +357,7 @@ def test_an_onnxruntime_error_is_retried_a_day_later(cache, tmp_path, monkeypatc
     meta = json.loads(sidecar.read_text())
     sidecar.write_text(json.dumps(meta | {"made_at": meta["made_at"] - session.RETRY_AFTER_S}))
     session.optimized_path("fp32", 2)
-    assert made == [("fp32", 2)]
+    assert made == [("fp32", 2, None)]  # (precision, threads, model: the default)
 
 
 def test_unwritable_cache_still_embeds(cache, tmp_path, monkeypatch):
@@ -437,8 +441,8 @@ def test_the_model_files_are_hashed_once_across_processes(ledger, monkeypatch):
         model.verified_model_dir()
     finally:
         model._verified.cache_clear()
-    assert sorted(ledger) == sorted(model.FILES)
-    assert model.check_files() == [] and len(ledger) == 2 * len(model.FILES)  # doctor hashes
+    assert sorted(ledger) == sorted(MINILM.files)
+    assert model.check_files() == [] and len(ledger) == 2 * len(MINILM.files)  # doctor hashes
 
 
 # -- the fixture: what holds on any CPU --------------------------------------------------

@@ -107,6 +107,8 @@ def test_eval_answers_counts_cited_facts_and_refusals(tmp_path, examples_db, cap
         ' "expected": ["cooking/sourdough.md"], "answer_contains": ["Gerald"]}\n'
         '{"question": "What\'s my sourdough starter called?", "answerable": true,'
         ' "expected": ["cooking/sourdough.md"], "answer_contains": ["Bartholomew"]}\n'
+        '{"question": "What\'s my sourdough starter called?", "answerable": true,'
+        ' "expected": ["cooking/ramen.md"], "answer_contains": ["Gerald"]}\n'
         '{"question": "What is the capital of Australia?", "answerable": false,'
         ' "kind": "off_topic"}\n'
         '{"question": "What did my starter Gerald win at the 2019 county fair?",'
@@ -115,19 +117,23 @@ def test_eval_answers_counts_cited_facts_and_refusals(tmp_path, examples_db, cap
     assert main(["eval", "--questions", str(qs), "--answers", "--db", str(examples_db),
                  "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert (result["mode"], result["answerable"], result["off_topic"]) == ("extractive", 2, 1)
-    assert (result["answered_correct"], result["answered_wrong"]) == (1, 1)
+    assert (result["mode"], result["answerable"], result["off_topic"]) == ("extractive", 3, 1)
+    assert (result["answered_correct"], result["answered_wrong"]) == (2, 1)
     assert result["off_topic_not_found"] == 1 and result["near_miss"] == 1
-    assert result["rates"]["answered_correct"] == 0.5 and result["mean_quoted_chars"] > 0
+    assert result["rates"]["answered_correct"] == 0.6667 and result["mean_quoted_chars"] > 0
+    # issue 43's measure: a verified citation in a gold note, the fact quoted or not
+    assert result["answered_in_gold_note"] == 2
+    assert result["rates"]["answered_outside_gold_note"] == 0.3333
     outcomes = {(r["question"], r["kind"]): r["outcome"] for r in result["rows"]}
     assert outcomes[("What is the capital of Australia?", "off_topic")] == "not_found"
     assert main(["eval", "--questions", str(qs), "--answers", "--db", str(examples_db)]) == 0
     text = capsys.readouterr().out
-    assert "answered correctly 1 (50%), answered wrongly 1 (50%)" in text
+    assert "answered correctly 2 (67%), answered wrongly 1 (33%)" in text
+    assert "in a gold note (issue 43's measure): 2 (67%), outside one 33%" in text
     assert "off-topic (1): not found 1 (100%)" in text
     assert main(["eval", "--answers", "--db", str(examples_db)]) == 2
     assert capsys.readouterr().err.strip() == (
-        "brainbot: error: --answers needs --questions FILE.jsonl")
+        "brainbot: error: --answers needs --questions FILE.jsonl or --sets FILE")
     qs.write_text('{"question": "Where?", "expected": ["a.md"]}\n', encoding="utf-8")
     assert main(["eval", "--questions", str(qs), "--answers", "--db", str(examples_db)]) == 2
     assert "without answer_contains" in capsys.readouterr().err

@@ -15,6 +15,7 @@ from brainbot.store.records import NewChunk, NewDocument
 from brainbot.store.sqlite import file as sf
 from brainbot.store.target import open_store
 from brainbot.text import lexical
+from brainbot.text.analyzers import note_analysis
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "vault"
 
@@ -43,17 +44,32 @@ def _dump(db) -> dict:
 
 
 def _oracle_holds(db) -> None:
-    """Postings are the analyzer's terms of each chunk; df counts the chunks holding them."""
+    """Postings are the analyzer's terms of each chunk (a note's chunks analysed together,
+    in its language: text/analyzers.note_analysis over the file; a document the test
+    wrote itself, in English); df counts the chunks holding them."""
     dump = _dump(db)
     names = {i: t for i, t, _ in dump["terms"]}
     stored: dict[int, Counter] = {}
     for term, chunk, tf in dump["postings"]:
         stored.setdefault(chunk, Counter())[names[term]] = tf
+    con = sf.connect(db)
+    files = {i: Path(root) / path for i, root, path in
+             con.execute("SELECT id, root, path FROM documents")}
+    con.close()
+    by_note: dict[int, list] = {}
+    for row in dump["chunks"]:
+        by_note.setdefault(row[2], []).append(row)
     df: Counter = Counter()
-    for chunk, _, _, _, text, _, length, _ in dump["chunks"]:
-        terms, n = lexical.term_frequencies(text)
-        assert stored.get(chunk, Counter()) == terms and length == n
-        df.update(terms.keys())
+    for note, rows in by_note.items():
+        rows.sort(key=lambda r: r[3])
+        texts = [r[4] for r in rows]
+        if files[note].is_file():
+            got = note_analysis(files[note].read_text(encoding="utf-8"), texts)
+        else:  # written through the store by the test itself (_doc), in English
+            got = [(*lexical.term_frequencies(t), None, None) for t in texts]
+        for (chunk, *_, length, _), (terms, n, _, _) in zip(rows, got, strict=True):
+            assert stored.get(chunk, Counter()) == terms and length == n
+            df.update(terms.keys())
     assert {t: d for _, t, d in dump["terms"] if d} == dict(df)
 
 

@@ -9,7 +9,7 @@ import pytest
 from brainbot.errors import IdentityMismatchError
 from brainbot.index.indexer import Indexer
 from brainbot.store.sqlite import file as sf
-from brainbot.text import lexical
+from brainbot.text import analyzers
 
 
 def _index(db, vault, embedder, **kw):
@@ -31,7 +31,7 @@ def test_analyzer_bump_rebuild_embeds_nothing(tmp_path, vault, counting, monkeyp
     first = _index(db, vault, counting)
     before = _vectors(db)
     assert first.embedded == len(before) > 0
-    monkeypatch.setattr(lexical, "ANALYZER_VERSION", lexical.ANALYZER_VERSION + "-next")
+    monkeypatch.setattr(analyzers, "VERSION", analyzers.VERSION + "-next")
     with pytest.raises(IdentityMismatchError):
         _index(db, vault, counting)
     counting.texts.clear()

@@ -13,9 +13,8 @@ import pytest
 from conftest import DATA, EXAMPLES, need_shared
 
 from brainbot.notes.files import Problem
-from brainbot.notes.language import looks_english
 from brainbot.text import documents, parallel
-from brainbot.text.lexical import term_frequencies
+from brainbot.text.analyzers import note_analysis
 
 
 @pytest.fixture
@@ -56,8 +55,8 @@ def test_parallel_over_a_corpus_with_analysis(counter):
         alone = documents.chunk(doc, counter)
         assert chunked.doc is doc
         assert chunked.chunks == alone.chunks and chunked.facts == alone.facts
-        assert chunked.lexical == [(*term_frequencies(c.retrieval_text),
-                                    looks_english(c.retrieval_text)) for c in alone.chunks]
+        assert chunked.lexical == note_analysis(doc.text, [c.retrieval_text
+                                                           for c in alone.chunks])
 
 
 def test_items_without_a_document_pass_through_in_place(counter, small_batches):

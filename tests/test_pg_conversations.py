@@ -100,3 +100,75 @@ def test_a_role_that_may_only_read_answers_and_says_not_saved(pg_server, clean):
     assert "not saved" in answer["conversation_note"]
     assert json.loads(run_cli("status", "--db", reader, "--json").stdout)["conversations"] == 1
     assert [t.n for t in open_conversations(url).turns(cid)] == [1]
+
+
+def first_saves(url: str, n: int = 6) -> list[str]:
+    """``n`` appends started at once on 2 conversations of ``url``: why any failed."""
+    import threading
+
+    from brainbot.errors import StoreError
+    from brainbot.store.conversations import Turn
+
+    start, failed = threading.Barrier(n), []
+
+    def save(i: int) -> None:
+        start.wait()
+        try:
+            open_conversations(url).append(f"conv{i % 2}",
+                                           Turn(f"q{i}", "a", "answer", "extractive"))
+        except StoreError as exc:
+            failed.append(str(exc))
+
+    threads = [threading.Thread(target=save, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return failed
+
+
+def test_concurrent_first_saves_on_a_new_schema_lose_no_turn(pg_server):
+    """Six first saves at once on a database without the tables (a daemon, agents and the
+    page asking together): all six are stored, numbered without gaps (issue 40, L5:
+    concurrent CREATE TABLE IF NOT EXISTS lost 2 to 5 of them)."""
+    for round_ in range(4):
+        url = pg_server.fresh_database(f"bb_conversations_race{round_}")
+        assert first_saves(url) == [], round_
+        store = open_conversations(url)
+        assert [[t.n for t in store.turns(c)] for c in ("conv0", "conv1")] == [[1, 2, 3]] * 2
+
+
+def test_a_role_that_may_only_read_hands_out_only_ids_it_can_continue(pg_server, clean):
+    """Issue 40, M2 on Postgres: a one-shot ask's unsaved first turn names no conversation;
+    MCP (a process that lives on) keeps it in memory and its follow-up continues it."""
+    from test_mcp import session
+
+    url = pg_server.fresh_database("bb_conversations_reader_m2")
+    copy_index(clean, url)
+    ask(url, STARTER)  # the tables exist; this role will not be able to write them
+    dbname = url.split("/")[3].split("?")[0]
+    with pg_server.admin() as conn:
+        conn.execute("DROP ROLE IF EXISTS bb_listener")
+        conn.execute("CREATE ROLE bb_listener LOGIN")
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"GRANT CONNECT ON DATABASE {dbname} TO bb_listener")
+        conn.execute("GRANT USAGE ON SCHEMA public TO bb_listener")
+        conn.execute("GRANT SELECT ON ALL TABLES IN SCHEMA public TO bb_listener")
+    reader = url.replace("postgres:@", "bb_listener@", 1)
+    fresh = ask(reader, STARTER)
+    assert fresh["conversation"] is None and "not saved" in fresh["conversation_note"]
+
+    async def body(s):
+        first = (await s.call_tool("ask", {"question": STARTER})).structured_content
+        follow = (await s.call_tool("ask", {"question": FOLLOW,
+                                            "conversation": first["conversation"]})
+                  ).structured_content
+        return first, follow
+
+    first, follow = session(reader, body, env=offline())
+    assert first["conversation"] and first["turn"] is None
+    assert "kept in memory until this server stops" in first["conversation_note"]
+    assert follow["conversation"] == first["conversation"] and "3 months" in follow["answer"]
+    assert open_conversations(url).count() == 1  # only the first, saved by the owner

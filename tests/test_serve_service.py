@@ -95,7 +95,7 @@ def test_an_ask_holds_the_lock_only_for_its_index_work(service, monkeypatch):
 
         class messages:  # noqa: N801 - the SDK's attribute
             @staticmethod
-            def create(**params):
+            def stream(**params):  # every model call streams (issue 42)
                 seen.append(service.lock.locked())
                 raise RuntimeError("stop here")
 

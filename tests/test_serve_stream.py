@@ -1,6 +1,7 @@
-"""POST /api/ask with ``Accept: text/event-stream`` (issue 34): the answer's text as it
-comes, then the whole answer's JSON; the offline answer as one text event; an error as
-the last event; a client gone mid-answer leaves the server answering.
+"""POST /api/ask with ``Accept: text/event-stream`` (issue 34): the model's text as it
+comes, as drafts (issue 42), then the checked text and the whole answer's JSON; the
+offline answer as one text event; an error as the last event; a client gone mid-answer
+leaves the server answering.
 
 The fake Messages API paces its stream (``FakeAnthropic.pace``): it stops after each text
 delta until the test lets it go on, so "the text came before the model finished" is a
@@ -104,14 +105,16 @@ def test_the_text_comes_before_the_model_has_finished(claude, fake):
         assert events.resp.getheader("Content-Type").startswith("text/event-stream")
         assert events.resp.getheader("Cache-Control") == "no-cache"
         first = events.next()
-        assert first == ("text", {"text": "Twice a "}) and fake.held == 1
+        assert first == ("draft", {"text": "Twice a ", "provisional": True})
+        assert fake.held == 1
     finally:
         fake.release()
     rest = events.rest()
-    assert [name for name, _ in rest] == ["text", "text", "text", "answer"]
-    assert "".join(d["text"] for _, d in [first, *rest[:-1]]) == \
+    assert [name for name, _ in rest] == ["draft", "draft", "draft", "text", "answer"]
+    assert "".join(d["text"] for _, d in [first, *rest[:-2]]) == \
         "Twice a day, at nine and at nine."
     answer = rest[-1][1]
+    assert rest[-2][1] == {"text": answer["answer"]}  # the checked text replaces the drafts
     fake.push(reply)
     status, plain = claude.json("POST", "/api/ask", {"question": QUESTION})
     assert status == 200 and set(answer) == set(plain)
@@ -135,7 +138,7 @@ def test_a_streamed_follow_up_continues_its_conversation(claude, fake):
     cid = first[1]["conversation"]
     then = Events(claude, {"question": "and how much flour each time?",
                            "conversation": cid}).rest()
-    assert then[0][0] == "text" and then[-1][0] == "answer"
+    assert then[0][0] == "draft" and then[-1][0] == "answer"
     assert then[-1][1]["conversation"] == cid and then[-1][1]["turn"] == 2
 
 
@@ -161,9 +164,9 @@ def test_an_error_mid_stream_is_the_last_event(claude, fake):
                                   stream_error={"type": "overloaded_error",
                                                 "message": "Overloaded"}))
     events = Events(claude, {"question": QUESTION}).rest()
-    assert [name for name, _ in events] == ["text", "text", "error"]
+    assert [name for name, _ in events] == ["draft", "draft", "error"]
     error = events[-1][1]["error"]
-    assert "Overloaded" in error and "\n" not in error
+    assert "is overloaded (overloaded_error in the stream)" in error and "\n" not in error
     assert claude.json("POST", "/api/search", {"query": "sourdough", "k": 1})[0] == 200
 
 
@@ -176,7 +179,7 @@ def test_a_client_gone_mid_answer_leaves_the_server_answering(claude, fake):
     fake.pace()
     try:
         events = Events(claude, {"question": QUESTION})
-        assert events.next()[0] == "text"
+        assert events.next()[0] == "draft"
         events.close()
         status, found = claude.json("POST", "/api/search", {"query": "sourdough", "k": 2})
         assert status == 200 and found["hits"] and fake.held == 1
@@ -265,7 +268,7 @@ def test_a_client_gone_mid_answer_never_blocks_the_ask():
         return {"answer": "whole"}
 
     async def hang_up(sent):
-        while sse.event("text", {"text": "first "}) not in bodies(sent):
+        while sse.event("draft", {"text": "first ", "provisional": True}) not in bodies(sent):
             await anyio.sleep(0.01)
         gone.set()
         await anyio.sleep(0)
@@ -327,7 +330,7 @@ def test_an_error_is_the_last_event_with_one_line():
         raise ValueError("boom")
 
     sent = run_stream(sse.AnswerStream(Asks(), ask, (), lambda exc: f"failed: {exc}"))
-    assert bodies(sent) == [sse.event("text", {"text": "Twice "}),
+    assert bodies(sent) == [sse.event("draft", {"text": "Twice ", "provisional": True}),
                             sse.event("error", {"error": "failed: boom"})]
 
 

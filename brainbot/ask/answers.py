@@ -1,7 +1,8 @@
 """What an answer is: a Passage sent (or quoted), the Citations an answer keeps, the Answer
 with its outcome, and the labels the outcomes print under.
 
-A Passage is one search_result block exactly as sent (or one span quoted offline); an
+A Passage is one search_result block exactly as sent (or one numbered passage of the
+text-citation mode, or one span quoted offline); an
 Answer holds the text, its verified Citations and the ones dropped, with the reason.
 How a citation is verified is ``ask/citations.py``; the closest passages and the refusal
 are ``ask/passages.py``; how an answer prints in a terminal is ``ask/terminal.py``.
@@ -57,6 +58,12 @@ class Passage:
         """The text's spans sent as the result's content blocks: one per sentence, list
         item, code block or table row (``segments.blocks``)."""
         return segments.blocks(self.text)
+
+    def numbered(self, n: int) -> str:
+        """The passage as a server that drops search_result blocks is sent it (text
+        citations): its number, where it is, and its text."""
+        head = f" ({' > '.join(self.heading_path)})" if self.heading_path else ""
+        return f"[{n}] {self.source}{head}\n{self.text}"
 
     def block(self) -> dict:
         return {"type": "search_result", "source": self.source, "title": self.title,
@@ -127,7 +134,7 @@ class Answer:
     stop_reason: str = "end_turn"
     evidence: float | None = None  # best question-chunk cosine (passages.REFUSE_BELOW)
     support: float | None = None  # extractive: best quotable unit's score (SUPPORT_MIN)
-    streamed: bool = False  # the model's text already went to the terminal
+    streamed: bool = False  # the model's draft was shown as it streamed (terminal, draft events)
     index_note: str | None = None  # on a refusal: how far the index is behind the notes
     searched: str = ""  # what retrieval searched: the question, or with its conversation's
     conversation: str | None = None  # the conversation it is a turn of (ask/conversation.py)

@@ -2,7 +2,8 @@
 
 A loop over ``ask/conversation.Thread``: every line is the conversation's next turn,
 searched in the light of the earlier ones and saved like any ``brainbot ask`` (so ``ask
---follow-up`` continues it). The line is read with readline (editing, and this session's
+--follow-up`` continues it); a turn that cannot be saved is kept in memory until the chat
+ends (``ask/conversation.Unsaved``), so the next line still follows up on it. The line is read with readline (editing, and this session's
 history with the arrow keys). Claude's answers stream as they come when the output is a
 terminal; offline answers print whole. Lines starting with "/" are commands (COMMANDS);
 Ctrl-D or Ctrl-C, at the prompt or while an answer comes, end the chat without a trace:
@@ -35,10 +36,10 @@ def chat(db, *, k: int = 8, model: str | None = None, conversation: str | None =
     # conversation.py does) starts OpenBLAS's, and one thread left open to SIGINT made
     # Ctrl-C at the prompt do nothing now and then (make test under a CPU hog).
     with _main_thread_takes_ctrl_c():
-        from brainbot.ask.conversation import Thread
+        from brainbot.ask.conversation import Thread, Unsaved
         from brainbot.search.searcher import Searcher
 
-        thread = Thread.open(db, conversation, follow_up)
+        thread = Thread.open(db, conversation, follow_up, Unsaved("until this chat ends"))
         searcher = Searcher(db)
         _warm(searcher)
     with searcher:
@@ -46,6 +47,9 @@ def chat(db, *, k: int = 8, model: str | None = None, conversation: str | None =
                      "ones before. /help lists the commands.")
         if thread.turns:
             _say(stdout, f"continuing conversation {thread.id} ({len(thread.turns)} turns)")
+        elif thread.unread:  # the first answer says it again, with whether it was saved
+            _say(stdout, f"note: the conversations could not be read, so this is a new "
+                         f"conversation: {thread.unread}")
         session = _Session(thread, searcher, stdout, dict(db=db, k=k, model=model))
         try:
             session.loop(stdin)

@@ -7,14 +7,24 @@ cited lines, read from the index again, so a follow-up may cite them and the cit
 verified against the file like any other. A passage whose note left the index, or whose
 lines no longer hold what was cited, is left out; the answer's own text still says it.
 
+For a server that takes passages only as numbered text (``citations="text"``,
+model/claude.py) the cited lines go back as numbered passages instead, numbered on from
+the ones before them, and the answer's [n] marks are renumbered to match, so the model
+reads "[3]" in an old answer as the passage it sees as [3].
+
 The oldest turns give way first: newest first, each turn goes back whole while it fits
 HISTORY_TOKENS, then without its passages, and once even that does not fit, neither it nor
-anything older goes back (one line says how many turns were left out).
+anything older goes back (one line says how many turns were left out). A passage costs
+what is sent for it (review L10): the search_result block as JSON, with its source, title
+and the wrapper of each of its content blocks, or the numbered text with its header.
 
 This module builds messages; it does not call the API or decide what is a follow-up.
 """
 
 from __future__ import annotations
+
+import json
+import re
 
 from brainbot.errors import BrainbotError
 from brainbot.index import reading as spans
@@ -39,14 +49,18 @@ def tokens(text: str) -> int:
 def messages(earlier: list[Turn], conversation, budget: int = HISTORY_TOKENS) -> list[dict]:
     """The Messages API turns for ``earlier`` (oldest first); their passages are registered
     with ``conversation`` in the order the API will count them."""
-    fitted = fit(earlier, conversation.searcher.store, budget)
+    text_mode = getattr(conversation, "citations", "search_results") == "text"
+    fitted = fit(earlier, conversation.searcher.store, budget, text_mode)
     out: list[dict] = []
-    for turn, passages in fitted:
-        blocks = conversation.send(passages)
+    for turn, cited in fitted:
+        first = len(conversation.sent) + 1
+        blocks = conversation.send([p for _, p in cited])
+        answer = turn.answer.strip() or REFUSAL
+        if text_mode:
+            answer = renumbered(answer, {n: first + i for i, (n, _) in enumerate(cited)})
         content = [*blocks, {"type": "text", "text": f"Question: {turn.question}"}]
         out += [{"role": "user", "content": content},
-                {"role": "assistant",
-                 "content": [{"type": "text", "text": turn.answer.strip() or REFUSAL}]}]
+                {"role": "assistant", "content": [{"type": "text", "text": answer}]}]
     left_out = len(earlier) - len(fitted)
     if out and left_out:
         note = f"({left_out} earlier turns of this conversation are left out.)"
@@ -54,14 +68,34 @@ def messages(earlier: list[Turn], conversation, budget: int = HISTORY_TOKENS) ->
     return out
 
 
-def fit(earlier: list[Turn], store, budget: int) -> list[tuple[Turn, list[Passage]]]:
-    """The turns that go back, oldest first, each with the passages that go with it."""
-    kept: list[tuple[Turn, list[Passage]]] = []
+def renumbered(answer: str, numbers: dict[int, int]) -> str:
+    """``answer`` with each [n] mark as the number its passage is sent under now; a mark
+    whose passage is not sent again is taken out."""
+    def swap(m: re.Match) -> str:
+        n = numbers.get(int(m.group(2)))
+        return f"{m.group(1)}[{n}]" if n else ""
+
+    return re.sub(r"([ \t]*)\[(\d{1,4})\]", swap, answer)
+
+
+def cost(passage: Passage, text_mode: bool) -> int:
+    """The tokens a passage costs as sent: its numbered text, or its search_result block
+    (source, title and each content block's wrapper counted as the JSON sent)."""
+    if text_mode:
+        return tokens(passage.numbered(999) + "\n\n")
+    return tokens(json.dumps(passage.block()))
+
+
+def fit(earlier: list[Turn], store, budget: int,
+        text_mode: bool = False) -> list[tuple[Turn, list[tuple[int, Passage]]]]:
+    """The turns that go back, oldest first, each with the passages that go with it (and
+    the number of the citation each stands for)."""
+    kept: list[tuple[Turn, list[tuple[int, Passage]]]] = []
     left = budget
     for turn in reversed(earlier):
-        bare = tokens(turn.question) + tokens(turn.answer)
+        bare = tokens(f"Question: {turn.question}") + tokens(turn.answer)  # as sent
         passages = cited_passages(turn, store)
-        whole = bare + sum(tokens(p.text) for p in passages)
+        whole = bare + sum(cost(p, text_mode) for _, p in passages)
         if whole <= left:
             kept.insert(0, (turn, passages))
             left -= whole
@@ -73,13 +107,14 @@ def fit(earlier: list[Turn], store, budget: int) -> list[tuple[Turn, list[Passag
     return kept
 
 
-def cited_passages(turn: Turn, store) -> list[Passage]:
-    """What the turn's answer cited, as Passages of the index's lines (one per citation)."""
+def cited_passages(turn: Turn, store) -> list[tuple[int, Passage]]:
+    """What the turn's answer cited, as Passages of the index's lines (one per citation),
+    each with its citation's number."""
     out = []
-    for c in turn.citations:
+    for i, c in enumerate(turn.citations, 1):
         p = _passage(store, c)
         if p is not None:
-            out.append(p)
+            out.append((int(c.get("n") or i), p))
     return out
 
 

@@ -1,8 +1,11 @@
 """The tools the model may call: ``search_notes`` and ``read_note``, and their schemas.
 
 A Conversation holds the index side of one question: the searcher and every
-search_result block sent so far, in the order the API counts them, so that a citation's
-index finds its Passage. ``search_notes`` is brainbot's own retrieval; ``read_note``
+passage sent so far, in the order the API counts them, so that a citation's index finds
+its Passage. It sends them as ``search_result`` blocks, or, for a server that drops those
+(``citations="text"``, model/claude.py), as one text block of numbered passages whose
+numbers run on through the conversation: passage n is the n-th sent, in the first request,
+the earlier turns and every tool result alike. ``search_notes`` is brainbot's own retrieval; ``read_note``
 reaches only indexed documents, by the path search_notes shows, never a file outside the
 index. Note text is
 data: whatever a note says, it cannot widen what these tools reach. A bad call comes back
@@ -57,7 +60,8 @@ class Conversation:
     question's alone)."""
 
     def __init__(self, searcher, k: int, question: str = "",
-                 lock: AbstractContextManager | None = None):
+                 lock: AbstractContextManager | None = None, citations: str = "search_results"):
+        self.citations = citations  # "search_results" or "text"
         self.searcher = searcher
         self.k = k
         self.question = question
@@ -71,9 +75,16 @@ class Conversation:
                         h.document.sha256 if h.document else "") for h in hits]
 
     def send(self, srcs: list[Passage]) -> list[dict]:
-        """Blocks for ``srcs``, registered in the order the API will count them."""
+        """Blocks for ``srcs``, registered in the order the API will count them: one
+        search_result block each, or in text mode one text block numbering them all."""
+        first = len(self.sent) + 1
         self.sent.extend(srcs)
-        return [s.block() for s in srcs]
+        if self.citations != "text":
+            return [s.block() for s in srcs]
+        if not srcs:
+            return []
+        return [{"type": "text", "text": "\n\n".join(
+            s.numbered(first + i) for i, s in enumerate(srcs)) + "\n\n"}]
 
     def passage_at(self, index) -> Passage | None:
         if isinstance(index, int) and 0 <= index < len(self.sent):

@@ -12,8 +12,14 @@ target that holds documents is refused unless ``replace`` is given: then the cop
 written beside the old index (``store.publish()`` puts it in its place once complete; on
 SQLite, ``store/sqlite/rebuild.py``), and a target that is not a brainbot index is refused.
 A copy killed midway leaves the old index (with --replace) or the batches it committed:
-run it again with ``--replace``. The conversations kept beside the source
-(``store/conversations.py``) are added to the target's afterwards, in one transaction.
+run it again with ``--replace``. A source without notes never replaces a target that has
+some unless ``allow_empty`` (EmptyRebuildError, as a rebuild of nothing). The
+conversations kept beside the source (``store/conversations.py``) are read before anything
+is written and added to the target's afterwards, in one transaction. They never fail a
+copy after the index was written (a rerun would then be refused): a target whose
+conversations cannot be read is refused before anything is written, and what still goes
+wrong (a source whose conversations cannot be read, a full disk) is said in
+``conversations_note``, a warning.
 
 Nothing here knows SQL: it only speaks ``store/interface.py``'s interface.
 """
@@ -22,9 +28,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-from brainbot.errors import InputError, StoreError
+from brainbot.errors import EmptyRebuildError, InputError, StoreError
 from brainbot.store.identity import IndexIdentity
 from brainbot.store.target import open_conversations, open_store, public_target, whereabouts
+from brainbot.text.analyzers import LANGUAGES_KEY
 
 # Chunks a write transaction: more than the indexer's 64 (nothing is embedded here, so a
 # batch costs only its rows), few enough that a kill loses little.
@@ -39,6 +46,7 @@ class CopyStats:
     target: str = ""
     replaced: bool = False
     conversations: int = 0
+    conversations_note: str | None = None  # why they were not copied (the index was)
 
     def summary(self) -> str:
         talk = f", {self.conversations:,} conversations" if self.conversations else ""
@@ -77,9 +85,10 @@ def refuse_same_index(source, target) -> None:
                          f"generation {stamp_from[1]})")
 
 
-def copy_index(source, target, *, replace: bool = False) -> CopyStats:
+def copy_index(source, target, *, replace: bool = False, allow_empty: bool = False) -> CopyStats:
     """Copy the index at ``source`` to ``target`` (paths or postgresql:// URLs)."""
     refuse_same_index(source, target)
+    talks, talks_note = conversations_to_copy(source, target)
     with open_store(source) as src:
         ident = identity_of(src.meta(), src.target)
         # writer mode checks every identity field against a target that records one
@@ -97,20 +106,40 @@ def copy_index(source, target, *, replace: bool = False) -> CopyStats:
                 # links travel as written; which document each names is the target's to
                 # work out (it holds the same notes, so it finds the same ones)
                 dst.resolve_links()
-                # a source not yet re-read after migration 4 passes that on, and which
-                # roots were indexed as folders
-                for key in ("vault_refresh", "folder_roots"):
+                # a source not yet re-read after migration 4 passes that on, which
+                # roots were indexed as folders, and the languages its chunks were
+                # analysed in (its queries are analysed in them)
+                for key in ("vault_refresh", "folder_roots", LANGUAGES_KEY):
                     dst.set_meta(key, src.meta().get(key))
+            old, _ = dst.replaced() or (0, 0)
+            if old and not stats.documents and not allow_empty:
+                raise EmptyRebuildError(dst.target, old, source=src.target)
             dst.publish()  # --replace: the copy takes the old index's place only now
-    stats.conversations = copy_conversations(source, target)
+    stats.conversations_note = talks_note
+    try:
+        stats.conversations = open_conversations(target).absorb(talks)
+    except StoreError as exc:
+        stats.conversations_note = (f"the index was copied, but not its conversations: {exc}; "
+                                    f"they are still beside {public_target(source)}")
     return stats
 
 
-def copy_conversations(source, target) -> int:
-    """The source index's conversations added to the target's, whole (store/conversations.py:
-    they live beside an index, so they travel with it here); one the target already holds
-    stays as it is. How many were added."""
-    return open_conversations(target).absorb(open_conversations(source).export())
+def conversations_to_copy(source, target) -> tuple[list, str | None]:
+    """The source index's conversations, whole, to add to the target's (they live beside
+    an index, so they travel with it: store/conversations.py), and why there are none
+    when they cannot be read (a warning: the index is copied all the same). StoreError
+    when the target's cannot be read: then nothing was written yet."""
+    try:
+        talks = list(open_conversations(source).export())
+    except StoreError as exc:
+        return [], f"the conversations of {public_target(source)} were not copied: {exc}"
+    if talks:
+        try:
+            open_conversations(target).count()
+        except StoreError as exc:
+            raise StoreError(f"nothing was copied: the conversations of "
+                             f"{public_target(source)} go beside the copy, and {exc}") from None
+    return talks, None
 
 
 def _copy_documents(src, dst, stats: CopyStats) -> None:

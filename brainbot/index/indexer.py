@@ -15,12 +15,22 @@ whose retrieval text already has a vector (in this file, another file, or a rena
 reuses it, so only new text reaches the embedder. Files that disappeared leave with their
 chunks, vectors and postings.
 
+The model: an index embeds with one model record (``model/records.py``), which it records
+and keeps; ``choose_model`` gives a new index of mostly non-English notes the
+multilingual one (and the line saying so), and chunks are counted in the model's own
+tokenizer. Another model needs ``--rebuild``: its vectors are made again (the old file's
+are another model's, which the salvage never reuses).
+
 `--rebuild`: the lexical phase writes a new index beside the old one, which readers keep
 answering from; at its end the new one replaces the old whole (``store.publish()``; on
-SQLite a file moved over the path, ``store/sqlite/rebuild.py``), and the semantic phase
-runs on it as on any index. A rebuild stopped or killed before that leaves the old index
-as it was. The old file's vectors are reused by text hash when the same model and
-embedder made them (``store/sqlite/salvage.py``).
+SQLite a file moved over the path, ``store/sqlite/rebuild.py``; on Postgres a schema
+swapped in, ``store/pg/rebuild.py``), and the semantic phase runs on it as on any index.
+A rebuild stopped or killed before that leaves the old index as it was. The old index's
+vectors are reused by text hash when the same model and embedder made them
+(``store/sqlite/salvage.py``). A rebuild never replaces an index holding notes with an
+empty one unless ``allow_empty`` (an empty or mistyped folder, every note ignored or
+unreadable: EmptyRebuildError, the old index kept), and the old index's notes it did not
+carry over count as removed.
 
 Resumable: work is written one batch per transaction, so a killed run keeps every
 committed batch and the next run picks up what is left: the notes not yet written, then
@@ -35,23 +45,26 @@ indexes into SQLite and Postgres alike. It does not rank or answer anything.
 from __future__ import annotations
 
 import hashlib
+import json
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from contextlib import closing, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from brainbot.errors import IndexStopped, ReadOnlyStoreError
+from brainbot.errors import EmptyRebuildError, IndexStopped, ReadOnlyStoreError
 from brainbot.notes import files as notes
 from brainbot.notes import language
 from brainbot.store.records import NewChunk, NewDocument
 from brainbot.store.target import open_store, recorded_precision
-from brainbot.text import documents, lexical
+from brainbot.text import analyzers, documents
 from brainbot.text.documents import Chunked, Document
 
 from . import semantic
 from .freshness import stat_vouches
 from .lease import held_elsewhere as lease_held_elsewhere
+from .model_choice import ModelChoice, check_fits, choose_model
 
 # Chunks per lexical write transaction: at least BATCH_CHUNKS, then committed once
 # BATCH_SECONDS have passed since the batch began, and never more than BATCH_MAX_CHUNKS.
@@ -109,6 +122,8 @@ class IndexStats:
     skipped: list[notes.Problem] = field(default_factory=list)
     warnings: list[notes.Problem] = field(default_factory=list)
     non_english: float = 0.0  # share of the index's chunks that do not read as English
+    model: str = ""  # the model the index embeds with (model/records.py)
+    model_note: str | None = None  # why, when it was chosen for the notes (model_choice)
     language_note: str | None = None  # said once, when that share is high
     # Seconds of the lexical phase by stage, in this process: discover, read, chunk (the
     # wait for the chunking workers, reading excluded), write, links.
@@ -136,6 +151,7 @@ class IndexStats:
                 "skipped": [{"path": p.path, "reason": p.reason} for p in self.skipped],
                 "warnings": [{"path": p.path, "reason": p.reason} for p in self.warnings],
                 "non_english": round(self.non_english, 4), "language_note": self.language_note,
+                "model": self.model, "model_note": self.model_note,
                 "stages_seconds": {k: round(v, 3) for k, v in self.stages.items()}}
 
 
@@ -165,27 +181,33 @@ class Indexer:
                  rebuild: bool = False, progress: Callable[[int, int], None] | None = None,
                  stop=None, embed: bool = True,
                  embed_progress: Callable[[int, int], None] | None = None,
-                 workers: int | None = None):
-        from brainbot.store.identity import current
+                 workers: int | None = None, model=None, allow_empty: bool = False):
+        from brainbot.model.records import record
         from brainbot.text.chunking import ChunkParams
-        from brainbot.text.tokens import TokenCounter
 
         self.target = target  # the --db target: a path or a postgresql:// URL
         self.params = params or ChunkParams()
         # None: the given embedder's, else the one the index records, else the default
         # (resolved on __enter__, when the index is read)
         self.precision = precision or getattr(embedder, "precision", None)
-        self.identity = current(self.precision, self.params) if self.precision else None
+        self.stats = IndexStats()
+        if isinstance(model, ModelChoice):  # chosen for the notes: its line is the run's
+            model, self.stats.model_note = model.record, model.line
+        model = model or getattr(embedder, "model", None)
+        self.model = record(model) if model is not None else None
+        self.identity = None
         self._embedder = embedder
-        self.counter = TokenCounter()
+        self.counter = None  # the model's TokenCounter, made on __enter__
         self.progress = progress
         self.embed_progress = embed_progress
         self.embed = embed  # False: stop after the lexical phase (--no-embed)
         self.workers = workers  # chunking processes; None: every usable core
         self.rebuild = rebuild
-        self.stats = IndexStats()
+        self.allow_empty = allow_empty  # a rebuild may replace notes with an empty index
         self.store = None
         self.refreshing = False  # an index from before links and tags: fill them for all
+        self.analyzer = ""  # the BM25 analyzer it writes with (__enter__: _analyzer)
+        self.languages: dict[str, int] = {}  # chunks analysed in each language
         self.dirty = False  # something was written: links may point elsewhere now
         self.stop = stop  # a threading.Event: set, the run ends before its next transaction
         self._model: semantic.Embedding | None = None  # the model's thread, while it runs
@@ -193,17 +215,28 @@ class Indexer:
 
     # -- lifecycle -------------------------------------------------------------------
     def __enter__(self) -> Indexer:
+        from brainbot.store.identity import current
+        from brainbot.text.tokens import TokenCounter
+
         if self.precision is None:  # an index keeps the precision it was built with
             from brainbot.model.embed import DEFAULT_PRECISION
-            from brainbot.store.identity import current
 
             self.precision = recorded_precision(self.target) or DEFAULT_PRECISION
-            self.identity = current(self.precision, self.params)
+        if self.model is None:  # and its model
+            self.model = choose_model(self.target, ()).record
+        check_fits(self.params, self.model)
+        self.stats.model = self.model.name
+        self.identity = current(self.precision, self.params, self.model)
+        self.counter = TokenCounter(model=self.model)
+        self.analyzer = self._analyzer()
+        self.identity = replace(self.identity, analyzer=self.analyzer)
         self.store = open_store(self.target, write=True, identity=self.identity,
                                 rebuild=self.rebuild)
         try:
             self.store.record_identity(self.identity)
-            self.refreshing = self.store.meta().get("vault_refresh") == "1"
+            meta = self.store.meta()
+            self.refreshing = meta.get("vault_refresh") == "1"
+            self.languages = analyzers.recorded_languages(meta)
         except BaseException:
             self.store.close()
             self.store = None
@@ -211,18 +244,32 @@ class Indexer:
         self.started = time.perf_counter()
         return self
 
+    def _analyzer(self) -> str:
+        """The BM25 analyzer this run writes with (``analyzers.writes_with``): an index
+        keeps the English-only analyzer it was built with until a --rebuild."""
+        from brainbot.store.target import recorded_meta
+
+        return analyzers.writes_with(recorded_meta(self.target).get("analyzer"), self.rebuild)
+
     def __exit__(self, exc_type, *exc) -> None:
         self._close_embedding()
         store, self.store = self.store, None
         if store is None:
             return
-        try:
-            if exc_type is None:  # a rebuild whose caller did not finish() is complete too
+        refused = None
+        if exc_type is None:  # a rebuild whose caller did not finish() is complete too
+            try:
+                self._settle_replacement(store)
                 store.publish()
+            except BaseException as error:  # the store closes all the same
+                refused = error
+        try:
             store.close()
         except Exception:  # noqa: BLE001
-            if exc_type is None:  # else the error in flight is the one to report
+            if exc_type is None and refused is None:  # else the error in flight is the one
                 raise
+        if refused is not None:
+            raise refused
 
     def _release(self) -> None:
         """Close the store: the writer lock is free while the model runs."""
@@ -246,7 +293,7 @@ class Indexer:
         if self._embedder is None:
             from brainbot.model.embed import Embedder
 
-            self._embedder = Embedder(precision=self.precision)
+            self._embedder = Embedder(precision=self.precision, model=self.model)
         return self._embedder
 
     # -- public entry points -------------------------------------------------------------
@@ -296,6 +343,7 @@ class Indexer:
             self.dirty = False
         # every note is written: a rebuild's new index replaces the old one now, so a kill
         # from here on leaves it, partly embedded, never less than a whole index
+        self._settle_replacement(self.store)
         self.store.publish()
         self.stats.lexical_seconds = time.perf_counter() - self.started
         if self.embed:
@@ -304,10 +352,22 @@ class Indexer:
         self.stats.chunks, self.stats.vectors = counts["chunks"], counts["embeddings"]
         other, known = self.store.language_share()
         self.stats.non_english = other / known if known else 0.0
-        if self.stats.non_english >= language.NON_ENGLISH_WARN:
+        if self.stats.non_english >= language.NON_ENGLISH_WARN and not self.model.multilingual:
             self.stats.language_note = language_note(self.stats.non_english)
         self.stats.seconds = time.perf_counter() - self.started
         return self.stats
+
+    def _settle_replacement(self, store) -> None:
+        """Before a rebuild replaces the old index: refuse to replace its notes with an
+        empty index (unless ``allow_empty``), and count the old notes it does not carry
+        over as removed."""
+        replaced = store.replaced()
+        if replaced is None:
+            return
+        old, lacking = replaced
+        if old and lacking == old and not self.allow_empty and not store.counts()["documents"]:
+            raise EmptyRebuildError(store.target, old, skipped=self.stats.skipped)
+        self.stats.removed += lacking
 
     def index_documents(self, root: str, docs: Iterable[Document],
                         scope: set[str] | None = None) -> None:
@@ -395,7 +455,7 @@ class Indexer:
 
         stages = self.stats.stages
         chunked = chunk_in_order(items, to_chunk, self.params, counter=self.counter,
-                                 workers=self.workers, analyze=True)
+                                 workers=self.workers, analyze=self.analyzer)
         with closing(chunked):
             while True:  # the wait for each result is the chunk stage, less its reading
                 start, read = time.perf_counter(), stages["read"]
@@ -469,6 +529,21 @@ class Indexer:
                 if prior:
                     self.store.delete_documents([prior.id])
                 self.store.add_document(_new_document(item, vectors))
+            self._record_languages(pending.batch)
+
+    def _record_languages(self, batch: list[Chunked]) -> None:
+        """Count this batch's chunks by the language they were analysed in, in the index's
+        meta (``analyzers.LANGUAGES_KEY``): a query is analysed in the index's languages
+        it may be in. Counts only grow (a language whose notes left costs a query a few
+        unmatched terms); a rebuild starts them anew."""
+        if self.analyzer != analyzers.VERSION:
+            return  # an English-only index: its queries are analysed in English
+        seen = Counter(lang for item in batch for *_, lang in _analysis(item))
+        if seen:
+            for lang, n in seen.items():
+                self.languages[lang] = self.languages.get(lang, 0) + n
+            self.store.set_meta(analyzers.LANGUAGES_KEY,
+                                json.dumps(self.languages, sort_keys=True))
 
     def _check_stop(self) -> None:
         if self.stopped():
@@ -480,26 +555,25 @@ def embedded_line(vectors: int, chunks: int) -> str:
 
 
 def language_note(share: float) -> str:
-    return (f"{share:.0%} of your notes look non-English; vector search is English-only, "
-            "BM25 carries them")
+    return (f"{share:.0%} of your notes look non-English; all-MiniLM-L6-v2 is English-only, "
+            "BM25 carries them (`--rebuild --model multilingual-e5-small` embeds them all)")
 
 
 def _analysis(item: Chunked) -> list[tuple]:
-    """(terms, length, english) of each chunk: from the chunking worker, or computed."""
-    if item.lexical is not None:
-        return item.lexical
-    return [(*lexical.term_frequencies(c.retrieval_text),
-             language.looks_english(c.retrieval_text)) for c in item.chunks]
+    """(terms, length, english, language) of each chunk, as the chunking step analysed
+    it (``_chunked`` asks it to, in the index's analyzer)."""
+    assert item.lexical is not None, "chunked without analysis"
+    return item.lexical
 
 
 def _english(item: Chunked) -> list[bool]:
-    return [english for _, _, english in _analysis(item)]
+    return [english for _, _, english, _ in _analysis(item)]
 
 
 def _new_document(item: Chunked, vectors: dict) -> NewDocument:
     doc = item.doc
     chunks = []
-    for c, (terms, length, english) in zip(item.chunks, _analysis(item), strict=True):
+    for c, (terms, length, english, _) in zip(item.chunks, _analysis(item), strict=True):
         h = _sha256_text(c.retrieval_text)
         chunks.append(NewChunk(c, h, vectors.get(h), terms, length, english))
     return NewDocument(doc.root, doc.relpath, doc.sha256, doc.size, doc.mtime_ns, item.title,

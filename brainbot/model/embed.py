@@ -1,17 +1,23 @@
-"""Text -> all-MiniLM-L6-v2 sentence embeddings, with onnxruntime and no torch.
+"""Text -> sentence embeddings of a model record (all-MiniLM-L6-v2 by default,
+multilingual-e5-small), with onnxruntime and no torch.
 
-``Embedder`` tokenizes with the model's own wordpiece tokenizer (truncated at 256
-wordpieces, special tokens included, exactly as sentence-transformers does), runs the ONNX
-graph from ``model/onnx_export.py`` (which pools and L2-normalises) and returns the vectors
-in input order. Its precision: int8 by default (``model/int8_graph.py``, issue #33), or
+``Embedder`` puts the model's prefix before each text (e5: "passage: " for what is
+indexed, "query: " for a query; MiniLM: none), tokenizes with the model's own tokenizer
+(truncated at its max_tokens, special tokens included: MiniLM 256 wordpieces exactly as
+sentence-transformers does, e5 512 pieces), runs the ONNX graph from
+``model/onnx_export.py`` (which pools and L2-normalises) and returns the vectors in input
+order. Its precision: int8 by default (``model/int8_graph.py``, issue #33), or
 fp32, which gives sentence-transformers' vectors; either way a text's vector does not
 depend on the texts embedded beside it. fp32 sorts the texts by token count and pads
 batches of one length bucket (``_batches``); int8 runs each text alone at its own length,
 as many at once as the Embedder has threads (``_run_alone``).
 Nothing is loaded before the first call; the session comes from ``model/session.py``, over a
-pre-optimized copy of the graph that gives bit-identical vectors.
+pre-optimized copy of the graph that gives bit-identical vectors. Queries are tokenized by
+the model's query tokenizer where it has one (multilingual-e5-small:
+``model/piece_table.py``, the same ids without building its 250k-piece tokenizer) until
+passages have loaded the whole tokenizer.
 
-This module does not chunk: texts longer than 256 wordpieces are truncated (counted in
+This module does not chunk: texts longer than max_tokens are truncated (counted in
 ``texts_truncated``); keeping chunks within the budget is the chunker's job. It does not
 cache vectors either; the store skips texts whose hash it already holds.
 """
@@ -29,8 +35,8 @@ import numpy as np
 
 from brainbot.errors import InputError
 
-from .files import DIMENSION, MAX_TOKENS, MODEL_ID, weights_sha256
-from .onnx_export import EXPORT_VERSIONS, FILLER_IDS, PRECISIONS
+from .onnx_export import EXPORT_VERSIONS, PRECISIONS
+from .records import ModelRecord, record
 
 # The precision of a new index and of an Embedder that is not told one (issue #33: int8
 # met its targets against fp32, README "Embedding precision"). An index keeps the
@@ -45,7 +51,7 @@ BATCH_SIZES = {"fp32": DEFAULT_BATCH_SIZE, "int8": 1}
 # Texts tokenized at a time: enough to sort well, few enough to bound memory when an
 # indexer passes 100k texts at once.
 TOKENIZE_WINDOW = 512
-PAD_ID = 0  # [PAD] in MiniLM's vocab.txt
+KINDS = ("passage", "query")  # what a text is: indexed, or asked
 # Texts are padded to a multiple of this many tokens (see _batches: reproducibility).
 PAD_BUCKET = 16
 
@@ -67,10 +73,12 @@ def physical_cores() -> int:
 
 
 class Embedder:
-    """all-MiniLM-L6-v2 embeddings: (n, 384) float32, L2-normalised, in input order."""
+    """A model's embeddings: (n, dimension) float32, L2-normalised, in input order."""
 
     def __init__(self, precision: str = DEFAULT_PRECISION, threads: int | None = None,
-                 batch_size: int | None = None) -> None:
+                 batch_size: int | None = None,
+                 model: ModelRecord | str | None = None) -> None:
+        self.model = record(model)
         if precision not in PRECISIONS:
             raise InputError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
         if threads is not None and (not isinstance(threads, int) or threads < 1):
@@ -83,43 +91,67 @@ class Embedder:
         self.batch_size = 1 if precision == "int8" else batch_size  # int8: each text alone
         self.tokens_seen = 0  # wordpieces (special tokens included) sent to the model
         self.texts_seen = 0  # texts sent to the model
-        self.texts_truncated = 0  # texts cut at MAX_TOKENS wordpieces
-        self._tokenizer = None
+        self.texts_truncated = 0  # texts cut at the model's max_tokens
+        self._tokenizer = None  # the whole tokenizer, for any text
+        self._query_tokenizer = None  # one for a few texts, where the whole is slow to build
         self._session = None
         self._lock = threading.Lock()
 
     @property
     def dimension(self) -> int:
-        return DIMENSION
+        return self.model.dimension
 
     @property
     def fingerprint(self) -> str:
         """What produced the vectors; an index built with another fingerprint is stale."""
-        return f"{MODEL_ID}@{weights_sha256()[:12]}:{self.precision}:onnx-v{EXPORT_VERSIONS[self.precision]}"
+        m = self.model
+        return f"{m.model_id}@{m.weights_sha256[:12]}:{self.precision}:onnx-v{EXPORT_VERSIONS[self.precision]}"
 
-    def _load(self):
+    def _load(self, kind: str = "passage"):
+        """The tokenizer for texts of ``kind`` and the session, loaded on first use.
+
+        Queries take the model's query tokenizer when it has one (multilingual-e5-small:
+        ``model/piece_table.py``, the same ids without building the 250k-piece tokenizer,
+        ~1 s and 270 MB), unless the whole tokenizer is loaded already; passages, which
+        come by the thousand, take the whole one.
+        """
         with self._lock:
             if self._session is None:
-                from .files import load_tokenizer
                 from .session import open_session
 
-                self._tokenizer = load_tokenizer(max_length=MAX_TOKENS, truncate=True)
                 alone = self.precision == "int8"  # texts side by side, one thread each
-                self._session = open_session(self.precision, 1 if alone else self._workers())
+                self._session = open_session(self.precision, 1 if alone else self._workers(),
+                                             self.model)
+            if self._tokenizer is None and kind == "query" and self._query_tokenizer is None:
+                from .piece_table import query_tokenizer
+
+                self._query_tokenizer = query_tokenizer(self.model)  # None: the whole is quick
+            if self._tokenizer is None and kind == "query" and self._query_tokenizer is not None:
+                return self._query_tokenizer, self._session
+            if self._tokenizer is None:
+                from .files import load_tokenizer
+
+                self._tokenizer = load_tokenizer(truncate=True, model=self.model)
         return self._tokenizer, self._session
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed ``texts``; returns (len(texts), 384) float32 rows of unit norm."""
+    def embed(self, texts: Sequence[str], kind: str = "passage") -> np.ndarray:
+        """Embed ``texts`` as passages (what is indexed) or queries (``kind``); returns
+        (len(texts), dimension) float32 rows of unit norm."""
         if isinstance(texts, str):
             raise InputError("embed() takes a sequence of texts; use embed_query() for one text")
+        if kind not in KINDS:
+            raise InputError(f"unknown kind {kind!r}; choose one of {', '.join(KINDS)}")
         texts = list(texts)
         for i, text in enumerate(texts):
             if not isinstance(text, str):
                 raise InputError(f"embed() needs str texts; item {i} is {type(text).__name__}")
-        out = np.empty((len(texts), DIMENSION), np.float32)
+        prefix = self.model.query_prefix if kind == "query" else self.model.passage_prefix
+        if prefix:
+            texts = [prefix + t for t in texts]
+        out = np.empty((len(texts), self.dimension), np.float32)
         if not texts:
             return out
-        tokenizer, session = self._load()
+        tokenizer, session = self._load(kind)
         for start in range(0, len(texts), TOKENIZE_WINDOW):
             window = texts[start : start + TOKENIZE_WINDOW]
             encodings = tokenizer.encode_batch(window)
@@ -131,7 +163,7 @@ class Embedder:
                 self.tokens_seen += sum(map(len, ids))
                 self.texts_seen += len(ids)
                 continue
-            for rows, batch_ids, mask in _batches(ids, self.batch_size):
+            for rows, batch_ids, mask in _batches(ids, self.batch_size, self.model):
                 vectors = session.run(["sentence_embedding"],
                                       {"input_ids": batch_ids, "attention_mask": mask})[0]
                 out[[start + i for i in rows]] = vectors[: len(rows)]
@@ -150,7 +182,7 @@ class Embedder:
             return session.run(["sentence_embedding"], {"input_ids": np.array([ids[i]], np.int64)})[0][0]
 
         order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
-        out = np.empty((len(ids), DIMENSION), np.float32)
+        out = np.empty((len(ids), self.dimension), np.float32)
         workers = min(self._workers(), len(ids))
         if workers == 1:
             out[order] = [one(i) for i in order]
@@ -163,10 +195,11 @@ class Embedder:
         return out
 
     def embed_query(self, text: str) -> np.ndarray:
-        """Embed one text; returns a (384,) float32 vector of unit norm."""
+        """Embed one query (with the model's query prefix); returns a (dimension,) float32
+        vector of unit norm."""
         if not isinstance(text, str):
             raise InputError(f"embed_query() needs a str, got {type(text).__name__}")
-        return self.embed([text])[0]
+        return self.embed([text], kind="query")[0]
 
 
 def _block_interrupts() -> None:
@@ -175,7 +208,7 @@ def _block_interrupts() -> None:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
 
 
-def _batches(ids: list[list[int]], batch_size: int):
+def _batches(ids: list[list[int]], batch_size: int, model: ModelRecord):
     """Group token id lists into (rows, input_ids, attention_mask) batches whose result
     for each text is bit-for-bit the same whatever else is in the batch.
 
@@ -196,12 +229,12 @@ def _batches(ids: list[list[int]], batch_size: int):
         for b in range(0, len(members), batch_size):
             rows = members[b : b + batch_size]
             height = max(len(rows), 2)
-            batch = np.full((height, width), PAD_ID, np.int64)
+            batch = np.full((height, width), model.pad_id, np.int64)
             mask = np.zeros((height, width), np.int64)
             for j, i in enumerate(rows):
                 batch[j, : len(ids[i])] = ids[i]
                 mask[j, : len(ids[i])] = 1
             if len(rows) == 1:
-                batch[1, :2] = FILLER_IDS
+                batch[1, :2] = model.ends  # [CLS] [SEP] / <s> </s>: a filler text
                 mask[1, :2] = 1
             yield rows, batch, mask

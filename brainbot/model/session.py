@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .files import cache_dir, sha256_file, sha256_matches, weights_sha256
+from .files import cache_dir, sha256_file, sha256_matches
 from .onnx_export import (
     DISABLED_OPTIMIZERS,
     EXPORT_VERSIONS,
@@ -43,6 +43,7 @@ from .onnx_export import (
     onnx_path,
     run_texts,
 )
+from .records import ModelRecord, record
 
 # Bump when the way the optimized graph is made or checked changes.
 FORMAT = 2  # 2: prepacked weights saved too
@@ -80,18 +81,18 @@ def machine_key() -> str:
     return f"{zlib.crc32(machine().encode()):08x}"
 
 
-def optimized_name(precision: str) -> str:
+def optimized_name(precision: str, model: ModelRecord | str | None = None) -> str:
     import onnxruntime as ort
 
-    stem = cache_name(precision).removesuffix(".onnx")
+    stem = cache_name(precision, model).removesuffix(".onnx")
     return f"{stem}-ort{ort.__version__}-{machine_key()}.opt.onnx"
 
 
-def _expected(precision: str) -> dict:
+def _expected(precision: str, model: ModelRecord | str | None = None) -> dict:
     """What a usable sidecar must say, field for field."""
     import onnxruntime as ort
 
-    return {"format": FORMAT, "weights_sha256": weights_sha256(), "precision": precision,
+    return {"format": FORMAT, "weights_sha256": record(model).weights_sha256, "precision": precision,
             "export_version": EXPORT_VERSIONS[precision], "onnxruntime": ort.__version__,
             "machine": machine()}
 
@@ -129,51 +130,55 @@ def session_options(threads: int, optimize: bool):
     return options
 
 
-def open_session(precision: str, threads: int):
-    """An onnxruntime session over the pre-optimized graph when usable, else the export."""
+def open_session(precision: str, threads: int, model: ModelRecord | str | None = None):
+    """An onnxruntime session of a model over its pre-optimized graph when usable, else
+    over the export."""
     import onnxruntime as ort
 
     providers = ["CPUExecutionProvider"]
-    path = optimized_path(precision, threads)
+    path = optimized_path(precision, threads, model)
     if path is not None:
         try:
             return ort.InferenceSession(str(path), session_options(threads, False),
                                         providers=providers)
         except Exception:  # damaged below the file system: use the export
             pass
-    return ort.InferenceSession(str(onnx_path(precision)), session_options(threads, True),
+    return ort.InferenceSession(str(onnx_path(precision, model)), session_options(threads, True),
                                 providers=providers,
                                 disabled_optimizers=list(DISABLED_OPTIMIZERS[precision]))
 
 
-def optimized_path(precision: str, threads: int) -> Path | None:
+def optimized_path(precision: str, threads: int,
+                   model: ModelRecord | str | None = None) -> Path | None:
     """The checked pre-optimized graph, made first if needed; None when not usable."""
-    path = cache_dir() / optimized_name(precision)
+    expected = _expected(precision, model)
+    path = cache_dir() / optimized_name(precision, model)
     data = path.with_name(path.name + ".data")
     try:
         meta = json.loads(_sidecar(path).read_text())
     except (OSError, ValueError):
         meta = None
-    if isinstance(meta, dict) and {k: meta.get(k) for k in _expected(precision)} == _expected(precision):
+    if isinstance(meta, dict) and {k: meta.get(k) for k in expected} == expected:
         if meta.get("usable") is False:
             # Vectors that differ will differ again; an error (a full disk, say) may not.
             made_at = meta.get("made_at")
             failed_at = made_at if isinstance(made_at, int) else 0
             if not meta.get("error") or time.time() - failed_at < RETRY_AFTER_S:
                 return None
-            return make_optimized(precision, threads)
+            return make_optimized(precision, threads, model)
         files = meta.get("sha256") or {}
         if (isinstance(files.get("graph"), str) and isinstance(files.get("data"), str)
                 and sha256_matches(path, files["graph"]) and sha256_matches(data, files["data"])):
             return path
-    return make_optimized(precision, threads)
+    return make_optimized(precision, threads, model)
 
 
 def _sidecar(path: Path) -> Path:
     return path.with_name(path.name + ".json")
 
 
-def make_optimized(precision: str, threads: int) -> Path | None:
+def make_optimized(precision: str, threads: int,
+                   model: ModelRecord | str | None = None) -> Path | None:
     """Save, check and atomically cache the optimized graph; None when not usable.
 
     Written to a temporary folder, then moved in data file first, graph second, sidecar
@@ -183,14 +188,14 @@ def make_optimized(precision: str, threads: int) -> Path | None:
     import tempfile
 
     folder = cache_dir()
-    final = folder / optimized_name(precision)
-    source = onnx_path(precision)  # exported and verified first if needed
+    final = folder / optimized_name(precision, model)
+    source = onnx_path(precision, model)  # exported and verified first if needed
     try:
         with tempfile.TemporaryDirectory(dir=folder, prefix=".optimize-") as tmp:
             graph = Path(tmp) / final.name
             data = graph.with_name(graph.name + ".data")
-            meta = _expected(precision) | {"source": source.name, "made_at": int(time.time())}
-            meta |= _save_and_check(source, graph, data, threads, precision)
+            meta = _expected(precision, model) | {"source": source.name, "made_at": int(time.time())}
+            meta |= _save_and_check(source, graph, data, threads, precision, model)
             sidecar = Path(tmp) / "meta.json"
             sidecar.write_text(json.dumps(meta, indent=2) + "\n")
             if meta["usable"]:
@@ -202,7 +207,8 @@ def make_optimized(precision: str, threads: int) -> Path | None:
     return final if meta["usable"] else None
 
 
-def _save_and_check(source: Path, graph: Path, data: Path, threads: int, precision: str) -> dict:
+def _save_and_check(source: Path, graph: Path, data: Path, threads: int, precision: str,
+                    model: ModelRecord | str | None = None) -> dict:
     """Optimize ``source`` into ``graph`` + ``data`` and compare the two sessions."""
     import onnxruntime as ort
 
@@ -225,7 +231,7 @@ def _save_and_check(source: Path, graph: Path, data: Path, threads: int, precisi
         candidate = ort.InferenceSession(str(graph), session_options(threads, False),
                                          providers=providers)
         same = all(np.array_equal(run_texts(reference, ids, mask), run_texts(candidate, ids, mask))
-                   for ids, mask in _check_inputs())
+                   for ids, mask in _check_inputs(model))
     except Exception as exc:  # onnxruntime's errors share no common base class
         return {"usable": False, "error": True, "reason": f"onnxruntime: {exc}"[:500]}
     if not same:
@@ -233,9 +239,9 @@ def _save_and_check(source: Path, graph: Path, data: Path, threads: int, precisi
     return {"usable": True, "sha256": {"graph": sha256_file(graph), "data": sha256_file(data)}}
 
 
-def _check_inputs():
+def _check_inputs(model: ModelRecord | str | None = None):
     """export's check texts as one padded batch, and its first two rows alone."""
-    ids, mask = check_batch()
+    ids, mask = check_batch(model)
     width = int(mask[:2].sum(1).max())
     return [(ids, mask), (ids[:2, :width].copy(), mask[:2, :width].copy())]
 

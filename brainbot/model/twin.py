@@ -13,7 +13,8 @@ from math import erf
 
 import numpy as np
 
-from .graph import HEAD_DIM, HEADS, HIDDEN, INTERMEDIATE, LAYER_NORM_EPS, LAYERS, MASK_FILL
+from .e5s1 import word_rows
+from .graph import HEAD_DIM, HEADS, HIDDEN, INTERMEDIATE, LAYER_NORM_EPS, MASK_FILL, layer_count
 from .int8_graph import ACTIVATION_MAX, GELU_FLOOR, TINY, ZERO_POINT, layer_weights
 
 
@@ -30,7 +31,7 @@ def np_layer_norm(x: np.ndarray, w: dict, p: str) -> np.ndarray:
 
 def np_embeddings(w: dict, ids: np.ndarray) -> np.ndarray:
     """word + position + token type 0, then LayerNorm: [B, S, 384]."""
-    h = (w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][: ids.shape[1]]
+    h = (word_rows(w, ids) + w["embeddings.position_embeddings.weight"][: ids.shape[1]]
          + w["embeddings.token_type_embeddings.weight"][0])
     return np_layer_norm(h, w, "embeddings.LayerNorm")
 
@@ -69,7 +70,8 @@ def calibration_maxima(w: dict[str, np.ndarray], batches) -> dict[str, np.ndarra
 
 
 def _float64(w: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    return {k: v.astype(np.float64) for k, v in w.items() if v.dtype == np.float32}
+    """The float32 weights in float64; a compact word table as it is (word_rows reads it)."""
+    return {k: v.astype(np.float64) if v.dtype == np.float32 else v for k, v in w.items()}
 
 
 def _forward(w: dict[str, np.ndarray], ids: np.ndarray, mask: np.ndarray,
@@ -78,7 +80,7 @@ def _forward(w: dict[str, np.ndarray], ids: np.ndarray, mask: np.ndarray,
     b, s = ids.shape
     h = np_embeddings(w, ids)
     real = mask.astype(bool)
-    for i in range(LAYERS):
+    for i in range(layer_count(w)):
         p = f"encoder.layer.{i}"
         seen[f"{p}.attention"] = np.abs(h[real]).max(0)
         q, k, v = (lin(h, f"{p}.attention.self.{n}").reshape(b, s, HEADS, HEAD_DIM).transpose(0, 2, 1, 3)
@@ -113,7 +115,7 @@ def _int8_matmul(x: np.ndarray, weight: tuple, gelu: bool = False) -> np.ndarray
 
 
 def numpy_forward_int8(w: dict[str, np.ndarray], ids: np.ndarray, mask: np.ndarray,
-                       maxima: dict[str, np.ndarray], layers: int = LAYERS) -> np.ndarray:
+                       maxima: dict[str, np.ndarray], layers: int | None = None) -> np.ndarray:
     """The int8 model: integer products exact, the rest in float64. [B,S]->[B,384]
 
     Only the real tokens' rows are computed past the attention: every other step works
@@ -127,7 +129,7 @@ def numpy_forward_int8(w: dict[str, np.ndarray], ids: np.ndarray, mask: np.ndarr
     real = mask.astype(bool)
     w64 = _float64(w)
     h: np.ndarray = np_embeddings(w64, ids).reshape(b * s, HIDDEN)
-    for i in range(layers):
+    for i in range(layer_count(w) if layers is None else layers):
         p = f"encoder.layer.{i}"
         lw = layer_weights(w, p, maxima)  # from the float32 weights, exactly as the export does
         q, k, v = (_int8_matmul(h, lw[n]).reshape(b, s, HEADS, HEAD_DIM).transpose(0, 2, 1, 3)

@@ -1,2 +1,2 @@
-"""Notes: finding and reading markdown files, their blocks with exact spans, inline markup, sentences, script, and vault facts (links, tags, dates).
+"""Notes: finding and reading markdown files, their blocks with exact spans, inline markup, sentences, script and language, and vault facts (links, tags, dates).
 """

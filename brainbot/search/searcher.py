@@ -4,8 +4,11 @@ A Searcher opens an index read-only through its store (``store/interface.py``), 
 leg (on SQLite in the C kernel over arrays loaded once, so many queries, as in the eval,
 pay for that once; on Postgres in SQL). Hybrid mode takes a candidate pool from each leg
 and fuses them here, above the store, so both stores rank alike; the default fusion
-method and weights are the ones ``brainbot eval`` measured best (see README, "Retrieval
-quality"). Every search first lets the store pick up what another process indexed.
+method is the one ``brainbot eval`` measured best (see README, "Retrieval quality"), and
+the vector leg weighs what the index's model can do in the query's language
+(``search/weights.py``). The query's BM25 terms are those of the index's languages it may
+be in (``text/analyzers.py``). Every search first lets the store pick up what another
+process indexed.
 
 Nothing here writes to the database or talks to an LLM except the optional LLM
 re-ranker in ``search/rerank.py``.
@@ -22,11 +25,12 @@ import numpy as np
 from brainbot.errors import InputError
 from brainbot.index import freshness
 from brainbot.kernel import native as kernel
-from brainbot.notes import language
 from brainbot.store.interface import Store
 from brainbot.store.records import DocumentRow, Filter
 from brainbot.store.target import open_store
-from brainbot.text import lexical
+from brainbot.text import analyzers
+
+from .weights import vector_weight
 
 MODES = ("bm25", "vector", "hybrid")
 # Candidates each leg hands to fusion. 100 covers recall@100 for the eval and costs
@@ -38,13 +42,9 @@ RRF_K = 60.0
 # Settled by `brainbot eval` on NFCorpus (README, "Retrieval quality").
 DEFAULT_FUSION: Literal["rrf", "weighted"] = "rrf"
 DEFAULT_WEIGHTS = (1.0, 1.0)  # (bm25, vector)
-# A query written mostly in Chinese, Japanese or Korean: the English model's vectors are
-# weak there, so BM25 carries it. benchmarks/bench_cjk.py, hybrid hit@5 / MRR on
-# examples/questions-cjk.jsonl with (bm25, vector) weights 1:1 0.855 / 0.679, 1:0.5
-# 0.952 / 0.785, 1:0.25 0.968 / 0.855, 1:0 1.000 / 0.973 (= bm25 alone; vector alone:
-# 0.613 / 0.437). Any weight on the vector leg only hurt, so it is left out (and the
-# query is not embedded).
-CJK_WEIGHTS = (1.0, 0.0)
+# Without weights given, the vector leg weighs what the index's model can do in the
+# query's and the notes' languages (search/weights.py: all-MiniLM-L6-v2 is 0 for Chinese,
+# Japanese and Korean, so such a query is not embedded at all).
 
 
 @dataclass
@@ -88,15 +88,26 @@ def index_precision(meta: dict[str, str]) -> str:
     return "int8" if "int8" in meta.get("embedder", "") else "fp32"
 
 
+def index_model(meta: dict[str, str]):
+    """The model record an index's vectors were made with, which its queries are embedded
+    with (a reader opened it, so its model is one this code knows)."""
+    from brainbot.model.records import for_index, record
+
+    return for_index(meta) or record()
+
+
 class Searcher:
     """Query one index through its store; the embedder loads on the first vector query.
 
-    The embedder follows the index: when the store reopens a replaced file, or the index's
-    index_id or recorded embedder changes (a rebuild at another precision), ``meta`` is read
-    again and an embedder of another precision is dropped, so a long-lived server embeds
-    queries as the index now wants (review H2: a daemon kept embedding at the old
-    precision, and its answers silently differed from in-process ones). An embedder given
-    without a precision (a test's stand-in) is kept; so is one when ``precision`` is."""
+    The embedder follows the index: its model is the one the index records
+    (``model/records.for_index``: MiniLM for an index from before model records), at the
+    index's precision. When the store reopens a replaced file, or the index's index_id or
+    recorded embedder changes (a rebuild at another precision or with another model),
+    ``meta`` is read again and an embedder of another precision or model is dropped, so a
+    long-lived server embeds queries as the index now wants (review H2: a daemon kept
+    embedding at the old precision, and its answers silently differed from in-process
+    ones). An embedder given without a precision (a test's stand-in) is kept; so is one
+    when ``precision`` is."""
 
     def __init__(self, db, *, embedder=None, precision: str | None = None,
                  store: Store | None = None):
@@ -123,7 +134,8 @@ class Searcher:
         if self._embedder is None:
             from brainbot.model.embed import Embedder
 
-            self._embedder = Embedder(precision=self.precision or index_precision(self.meta))
+            self._embedder = Embedder(precision=self.precision or index_precision(self.meta),
+                                      model=index_model(self.meta))
         return self._embedder
 
     def _follow_index(self) -> None:
@@ -134,7 +146,9 @@ class Searcher:
             return
         self.meta = meta
         wanted = self.precision or index_precision(meta)
-        if getattr(self._embedder, "precision", wanted) != wanted:
+        model = getattr(self._embedder, "model", None)
+        if (getattr(self._embedder, "precision", wanted) != wanted
+                or (model is not None and model != index_model(meta))):
             self._embedder = None
 
     def coverage(self) -> tuple[int, int]:
@@ -163,7 +177,20 @@ class Searcher:
 
     # -- legs: (chunk ids, scores), best first ------------------------------------------
     def bm25(self, query: str, n: int, flt: Filter | None = None, terms: Counter | None = None):
-        return self.store.bm25_topk(terms or lexical.query_terms(query), n, flt)
+        return self.store.bm25_topk(terms or self.query_terms(query), n, flt)
+
+    def languages(self) -> dict[str, int]:
+        """Language -> chunks of the index analysed in it (text/analyzers.py)."""
+        return analyzers.index_languages(self.store.meta())
+
+    def query_terms(self, text: str) -> Counter:
+        """BM25 terms of ``text`` in each of the index's languages it may be in."""
+        return analyzers.query_terms(text, self.languages())
+
+    def fusion_weights(self, query: str) -> tuple[float, float]:
+        """(bm25, vector) weights for ``query``: the vector leg's from search/weights.py."""
+        model = self.store.meta().get("model")
+        return (1.0, vector_weight(model, query, self.languages()))
 
     def vector(self, query: str, n: int, flt: Filter | None = None, qvec=None):
         if qvec is None:
@@ -193,7 +220,7 @@ class Searcher:
         if not query.strip():
             raise InputError("the query is empty")
         self.store.refresh()  # another process may have indexed since the last query
-        weights = weights or (CJK_WEIGHTS if language.mostly_cjk(query) else DEFAULT_WEIGHTS)
+        weights = weights or self.fusion_weights(query)
         flt = Filter(path_glob, tuple(tags or ()), since, before, linked_to)
         n = max(pool, k)
         if mode == "bm25":

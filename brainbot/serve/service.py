@@ -129,11 +129,13 @@ class Service:
     """The index side of the server: one Searcher, used under one lock."""
 
     def __init__(self, db, embedder=None) -> None:
+        from brainbot.ask.conversation import Unsaved
         from brainbot.search.searcher import Searcher
 
         from .warmup import Rewarm
 
         self.db = db
+        self.unsaved = Unsaved("until this server stops")  # turns it could not save
         self.lock = threading.Lock()
         self.closed = False
         self.searcher = Searcher(db, embedder=embedder)
@@ -236,7 +238,8 @@ class Service:
         """The Answer itself (serve renders the CLI's text from it); ``k`` chunks per
         search, as `ask -k`; the next turn of ``conversation`` (of the latest with
         ``follow_up``, else of a new one), saved beside the index (ask/conversation.py:
-        its own file or tables, so not under the index lock). Called without the lock:
+        its own file or tables, so not under the index lock), or kept in this server's
+        memory when it cannot be (``self.unsaved``). Called without the lock:
         the ask takes it for each piece of index work and lets it go while the model
         thinks. ``on_text(piece)`` receives the model's text as it streams (in this
         thread, outside the lock: serve/sse.py relays it)."""
@@ -246,7 +249,7 @@ class Service:
         if conversation is not None:
             NotUTF8Error.check(conversation, "the conversation")
         return converse(question, db=self.db, conversation=conversation,
-                        follow_up=follow_up, k=k, searcher=self.searcher,
+                        follow_up=follow_up, kept=self.unsaved, k=k, searcher=self.searcher,
                         lock=self.index_lock, on_text=on_text)
 
     def partial_index(self, what: str = "vector and hybrid results") -> str | None:

@@ -3,21 +3,26 @@ request says ``Accept: text/event-stream`` (issue 34).
 
 The ask runs in an ask's thread as a plain one does (serve/service.py: ``Asks``); the
 thread hands each piece of the model's text to the event loop (``Relay.text``), which
-writes it to the client at once:
+writes it to the client at once, as a draft: what the model said as it said it, before
+brainbot checked a word of it (issue 42). Then comes the checked answer: its text in one
+``text`` event, and the whole answer:
+
+    event: draft
+    data: {"text": "Twice a ", "provisional": true}
 
     event: text
-    data: {"text": "Twice a "}
+    data: {"text": "Twice a day. [1]"}     (the checked answer's text: it replaces the drafts)
 
     event: answer
     data: {...}                      (the whole answer: exactly the plain response's JSON)
 
-A failure once the stream has begun is a last ``event: error`` whose data is
-``{"error": "<one line>"}``; before it (a full queue, bad input) the reply is the plain
-one, a 503 or a 4xx. An answer that did not stream (offline, a refusal before any model
-call) is one text event of its whole text, then the answer. The text events are what the
-model said as it said it; the answer's ``answer`` is the text to keep (with its [n]
-marks, or the refusal that replaced it). While no event comes for HEARTBEAT_S, a comment
-line keeps a proxy from closing the connection as idle.
+So a client that shows ``text`` events shows only checked text, and one that shows drafts
+knows them by their name and replaces them when ``text`` comes (the page does). An answer
+that did not stream (offline, a refusal before any model call) has no drafts. A failure
+once the stream has begun is a last ``event: error`` whose data is ``{"error": "<one
+line>"}``: any drafts before it were not an answer; before the stream (a full queue, bad
+input) the reply is the plain one, a 503 or a 4xx. While no event comes for HEARTBEAT_S, a
+comment line keeps a proxy from closing the connection as idle.
 
 A client that goes away mid-answer stops the writing, not the answer: the thread never
 waits on the relay (an unbounded buffer, no reader awaited), runs to its end and saves its
@@ -84,7 +89,8 @@ class Relay:
 
         self.texts += 1
         try:
-            anyio.from_thread.run_sync(self.out.send_nowait, ("text", {"text": piece}))
+            anyio.from_thread.run_sync(self.out.send_nowait,
+                                       ("draft", {"text": piece, "provisional": True}))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, RuntimeError):
             pass  # the client went away, or the server is stopping: the answer goes on
 
@@ -136,8 +142,7 @@ class AnswerStream:
             except Exception as exc:  # noqa: BLE001 - any failure is the stream's last event
                 last = [("error", {"error": self.describe(exc)})]
             else:
-                whole = [] if relay.texts else [("text", {"text": reply.get("answer") or ""})]
-                last = [*whole, ("answer", reply)]
+                last = [("text", {"text": reply.get("answer") or ""}), ("answer", reply)]
             for item in last:
                 out.send_nowait(item)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):

@@ -247,17 +247,18 @@ class Watcher:
         from brainbot.store.target import recorded_precision
 
         precision = self.precision or recorded_precision(self.db) or DEFAULT_PRECISION
+        model = self._model()
         while True:
-            embedder = self._embedder(precision)
+            embedder = self._embedder(precision, model)
             if interruptible:
                 embedder = Interruptible(embedder, stop or self.stop)
             ix = Indexer(self.db, precision=precision, embedder=embedder,
-                         stop=stop or self.stop, embed=False)
+                         stop=stop or self.stop, embed=False, model=model)
             try:
                 ix.__enter__()
                 break
             except IdentityMismatchError as exc:
-                recorded = _precision_of(exc)
+                recorded = _precision_of(exc, model)
                 if recorded is None or recorded == precision:
                     raise
                 precision = recorded
@@ -269,11 +270,26 @@ class Watcher:
             raise
         ix.__exit__(None, None, None)
 
-    def _embedder(self, precision: str):
-        if self.embedder is None or getattr(self.embedder, "precision", precision) != precision:
+    def _model(self):
+        """The index's model (model_choice.choose_model: the one it records, else for a
+        new index the one its notes call for, said once); a shared embedder's when the
+        index records none yet."""
+        from brainbot.index.model_choice import choose_model
+        from brainbot.store.target import recorded_meta
+
+        if "model" not in recorded_meta(self.db) and getattr(self.embedder, "model", None):
+            return self.embedder.model
+        choice = choose_model(self.db, [str(r) for r in self.roots])
+        if choice.line:
+            log.info("%s", choice.line)
+        return choice.record
+
+    def _embedder(self, precision: str, model):
+        if (self.embedder is None or getattr(self.embedder, "precision", precision) != precision
+                or getattr(self.embedder, "model", model) != model):
             from brainbot.model.embed import Embedder
 
-            self.embedder = Embedder(precision=precision)  # loads on first use
+            self.embedder = Embedder(precision=precision, model=model)  # loads on first use
         return self.embedder
 
     def _fail(self, root: Path, paths: set[str] | None, exc: Exception) -> None:
@@ -410,14 +426,14 @@ def _merged(a: set[str] | None, b: set[str] | None) -> set[str] | None:
     return None if a is None or b is None else a | b
 
 
-def _precision_of(exc: IdentityMismatchError) -> str | None:
+def _precision_of(exc: IdentityMismatchError, model) -> str | None:
     """The precision an index records, when it differs from ours in nothing else."""
     from brainbot.model.embed import PRECISIONS, Embedder
 
     if exc.key != "embedder":
         return None
-    return next((p for p in PRECISIONS if Embedder(precision=p).fingerprint == exc.theirs),
-                None)
+    return next((p for p in PRECISIONS
+                 if Embedder(precision=p, model=model).fingerprint == exc.theirs), None)
 
 
 def _busy_wait(stop: threading.Event, tries: int) -> int:

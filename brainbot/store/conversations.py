@@ -30,7 +30,7 @@ from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 
-from brainbot.errors import UnknownConversationError
+from brainbot.errors import InputError, UnknownConversationError
 
 TABLES = ("conversations", "conversation_turns")
 
@@ -59,6 +59,14 @@ DDL = (
 def now() -> str:
     """A turn's time: UTC to the millisecond, so two turns of one second still order."""
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def check_id(cid: str | None) -> None:
+    """InputError for an empty conversation id (``--conversation "$UNSET"``), as the API
+    refuses it; None means no conversation."""
+    if cid is not None and not cid.strip():
+        raise InputError("--conversation needs the id of a conversation (`brainbot "
+                         "conversations` lists them), not an empty one")
 
 
 def new_id() -> str:
@@ -142,8 +150,15 @@ class Conversations:
         return [ConversationInfo(r[0], r[1], r[2], int(r[3]), r[4] or "") for r in rows]
 
     def latest(self) -> str | None:
-        rows = self._rows("SELECT id FROM conversations ORDER BY updated DESC, id LIMIT 1")
-        return rows[0][0] if rows else None
+        """The id of the conversation continued last (``ask --follow-up``), or None."""
+        newest = self.newest()
+        return newest[1] if newest else None
+
+    def newest(self) -> tuple[str, str] | None:
+        """(updated, id) of the conversation continued last, or None."""
+        rows = self._rows("SELECT updated, id FROM conversations ORDER BY updated DESC, id "
+                          "LIMIT 1")
+        return (rows[0][0], rows[0][1]) if rows else None
 
     def turns(self, cid: str) -> list[Turn]:
         """The turns of ``cid`` in order; UnknownConversationError when there is none."""
@@ -162,13 +177,22 @@ class Conversations:
 
     # -- writing ---------------------------------------------------------------------------
     def append(self, cid: str, turn: Turn) -> int:
-        """Save ``turn`` as the next of ``cid`` (created by its first turn): its number."""
-        turn.asked_at = turn.asked_at or now()
+        """Save ``turn`` as the next of ``cid`` (created by its first turn): its number.
+
+        Its time is taken inside the write transaction, once this append holds the
+        conversation, and never earlier than the conversation's last turn (a clock set
+        back): an append that waited for another's lock is stamped after it, so turn
+        numbers and times agree and ``updated`` never moves backwards (``latest()`` and
+        the listing's order)."""
         with self._writing() as db:
+            stamp = turn.asked_at or now()
             db.execute(self._q("INSERT INTO conversations(id, started, updated) "
                                "VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING"),
-                       (cid, turn.asked_at, turn.asked_at))
+                       (cid, stamp, stamp))
             self._hold(db, cid)
+            last = db.execute(self._q("SELECT updated FROM conversations WHERE id = ?"),
+                              (cid,)).fetchone()[0]
+            turn.asked_at = max(turn.asked_at or now(), last)  # ISO UTC: sorts as text
             n = int(db.execute(self._q("SELECT coalesce(max(n), 0) + 1 FROM "
                                        "conversation_turns WHERE conversation = ?"),
                                (cid,)).fetchone()[0])

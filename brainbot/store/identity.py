@@ -2,9 +2,12 @@
 
 An index records the model, its weights, the dimension, the tokenizer, the chunker, the
 BM25 analyzer and the embedder that built it (the ``meta`` table, or its Postgres twin).
-A reader compares vectors and terms with its own, so it needs model, weights, dimension
-and analyzer to match; a writer adds chunks next to the old ones, so it needs every field
-to match. One function checks both ways.
+The model is the index's own: a reader takes the record of the model the index names
+(``model/records.for_index``) and needs its weights, dimension and the analyzer to match
+this code's (it then embeds queries with that model); a writer adds chunks next to the
+old ones, so it needs every field of the identity it writes with to match. One function
+checks both ways. An index from before model records names MiniLM, whose record gives
+exactly the fields it recorded.
 
 This module builds and compares identities; it does not open any store.
 """
@@ -19,6 +22,9 @@ from dataclasses import asdict, dataclass
 from brainbot.errors import IdentityMismatchError
 
 READER_KEYS = ("model", "model_sha256", "dimension", "analyzer")
+# What makes a vector, given its text: a rebuild reuses an old index's vectors when these
+# match (store/sqlite/salvage.py, store/pg/rebuild.py).
+VECTOR_KEYS = ("model", "model_sha256", "dimension", "tokenizer", "embedder")
 
 
 @dataclass(frozen=True)
@@ -59,32 +65,52 @@ def stamp(meta: dict[str, str]) -> tuple[str, str] | None:
     return meta["index_id"], meta.get("generation", "0")
 
 
-def current(precision: str = "fp32", params=None) -> IndexIdentity:
-    """The identity of this code: model, tokenizer, chunker, analyzer, embedder."""
-    from brainbot.model import files as model
+def current(precision: str = "fp32", params=None, model=None) -> IndexIdentity:
+    """The identity this code writes with a model (a record or its name; the default
+    model's for None): model, tokenizer, chunker, analyzer, embedder."""
     from brainbot.model.embed import Embedder
-    from brainbot.text import lexical
+    from brainbot.model.files import tokenizer_fingerprint
+    from brainbot.model.records import record
+    from brainbot.text import analyzers
     from brainbot.text.chunking import ChunkParams
 
+    spec = record(model)
     params = params or ChunkParams()
     return IndexIdentity(
-        model=model.MODEL_ID,
-        model_sha256=model.weights_sha256(),
-        dimension=model.DIMENSION,
-        tokenizer=model.FILES["tokenizer.json"][:16],
+        model=spec.model_id,
+        model_sha256=spec.weights_sha256,
+        dimension=spec.dimension,
+        tokenizer=tokenizer_fingerprint(spec),
         chunker=params.fingerprint(),
-        analyzer=lexical.ANALYZER_VERSION,
-        embedder=Embedder(precision=precision).fingerprint,
+        analyzer=analyzers.VERSION,
+        embedder=Embedder(precision=precision, model=spec).fingerprint,
     )
 
 
-def reader_wants() -> dict[str, str]:
-    """What a reader needs an index to match: constants, nothing loaded."""
-    from brainbot.model import files as model
-    from brainbot.text import lexical
+def same_vectors(meta: dict[str, str], identity: IndexIdentity) -> bool:
+    """Whether the vectors of an index with this ``meta`` were made as ``identity`` makes
+    them, so that each is still the vector of its text."""
+    return all(meta.get(k) == str(getattr(identity, k)) for k in VECTOR_KEYS)
 
-    return {"model": model.MODEL_ID, "model_sha256": model.weights_sha256(),
-            "dimension": str(model.DIMENSION), "analyzer": lexical.ANALYZER_VERSION}
+
+def reader_wants(meta: dict[str, str] | None = None) -> dict[str, str]:
+    """What a reader needs an index of ``meta`` to match: the record of the model it
+    names (the default model's without meta), the analyzer; constants, nothing loaded.
+    For a model no record names, the default's, which it then fails to match."""
+    from brainbot.model.records import for_index, record
+    from brainbot.text import analyzers
+
+    spec = for_index(meta or {}) or record()
+    return {"model": spec.model_id, "model_sha256": spec.weights_sha256,
+            "dimension": str(spec.dimension), "analyzer": analyzers.VERSION}
+
+
+def model_of(meta: dict[str, str]):
+    """The model record of an index's meta (the default's for one that records none yet),
+    or None for a model this code does not know."""
+    from brainbot.model.records import for_index
+
+    return for_index(meta)
 
 
 def _recorded(meta: dict[str, str], key: str) -> str | None:
@@ -97,14 +123,17 @@ def check(meta: dict[str, str], target, *, writer: IndexIdentity | None = None) 
     """Refuse an index whose recorded identity does not match: with ``writer`` every field
     of that identity, else (a reader) the fields of READER_KEYS. An index that records
     no identity yet (never written) passes."""
+    from brainbot.text import analyzers
+
     if "fingerprint" not in meta:
         return
-    wanted = writer.as_meta() if writer is not None else reader_wants()
+    wanted = writer.as_meta() if writer is not None else reader_wants(meta)
     for key, ours in wanted.items():
         if key == "fingerprint":
             continue
         theirs = _recorded(meta, key)
-        if theirs != ours:
+        if theirs != ours and not (key == "analyzer" and writer is None
+                                   and analyzers.readable(theirs)):
             raise IdentityMismatchError(target, key, "none" if theirs is None else theirs, ours,
                                         _why(key, theirs))
 
@@ -115,6 +144,9 @@ BATCH_DEPENDENT_INT8 = ":int8:onnx-v1"
 # The first per-token int8 graph: texts padded into batches under an attention mask; one
 # text a run (export version 3) gives other last bits.
 PADDED_INT8 = ":int8:onnx-v2"
+# The chunker before issue 40: an HTML comment ending a section after a block that filled
+# the model's budget became a chunk of its own, which showed nothing.
+LONE_COMMENT_CHUNKER = "chunker3-"
 
 
 def _why(key: str, theirs: str | None) -> str:
@@ -122,6 +154,9 @@ def _why(key: str, theirs: str | None) -> str:
         return "its int8 vectors depend on the texts each was embedded beside"
     if key == "embedder" and (theirs or "").endswith(PADDED_INT8):
         return "its int8 vectors come from an earlier int8 graph, which padded texts into batches"
+    if key == "chunker" and (theirs or "").startswith(LONE_COMMENT_CHUNKER):
+        return ("its chunker made a chunk that shows nothing of a comment ending a section "
+                "after a full block")
     return ""
 
 

@@ -53,6 +53,9 @@ class Store(Protocol):
     # a store opened with rebuild=True: the new index replaces the old one now, whole (the
     # old one answers readers until then; close() without it keeps the old one)
     def publish(self) -> None: ...
+    # before publish(): (documents of the index being replaced, how many of them the new
+    # one lacks, by root and path); None for a store that replaces nothing
+    def replaced(self) -> tuple[int, int] | None: ...
     def add_folder_roots(self, roots: Sequence[str]) -> None: ...  # after a run
 
     # -- the legs: (chunk ids int64, scores float32), best first, -1 / -inf padded ------

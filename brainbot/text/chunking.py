@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from brainbot.errors import InputError
-from brainbot.model.files import MAX_TOKENS
 from brainbot.notes.inline import InlineMarkup
 from brainbot.notes.markdown import ParsedNote, parse
 
@@ -45,7 +44,9 @@ from .tokens import SPECIAL_TOKENS, TokenCounter, split_long
 
 # Bump when the same input would give different chunks: it is part of the fingerprint.
 # 3: retrieval_text is the visible text (no comments, definitions or link targets).
-CHUNKER_VERSION = "3"
+# 4: a comment ending a section joins the chunk before it even when that chunk's text
+#    left no room for its heading prefix (issue 40; 3 made it a chunk of its own).
+CHUNKER_VERSION = "4"
 # A merged chunk takes the heading path of a part at least this many times larger than
 # the other; otherwise the common ancestor of both.
 DOMINANT_SHARE = 2.0
@@ -58,6 +59,10 @@ OVER_PENALTY = 1.0
 # Overlapped sentences may take at most this share of a chunk's goal.
 OVERLAP_MAX_SHARE = 0.25
 PATH_SEPARATOR = " > "
+# The largest chunk budget: all-MiniLM-L6-v2's 256 positions (sentence-transformers' cap),
+# the smallest of the model records' max_tokens, so chunks fit every model (e5's 512 take
+# a chunk and its "passage: " prefix). The Indexer checks params against its model.
+MAX_TOKENS = 256
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,8 @@ class ChunkParams:
     """The chunker's knobs. Everything that changes chunks is in fingerprint()."""
 
     # The model's limit (sentence-transformers caps all-MiniLM-L6-v2 at 256 wordpieces),
-    # counted on retrieval_text with [CLS]/[SEP] included. Never exceeded.
+    # counted on retrieval_text in the index's model's tokenizer with its two special
+    # tokens included. Never exceeded.
     max_tokens: int = MAX_TOKENS
     # Measured (benchmarks/bench_chunking.py --sweep, NFCorpus, vector nDCG@10 with a
     # document's best chunk): target 128 -> 0.3297, 200 -> 0.3286, 256 -> 0.3251, whole
@@ -358,6 +364,12 @@ class _Packer:
         m = _Piece(p.first, max(p.last, q.last), path, has)
         if self.atoms.end[m.last] - self.atoms.start[m.first] > self.params.max_chars:
             return None
+        if not (self.tokens(p.first, p.last) and self.tokens(q.first, q.last)):
+            # A part with nothing visible (an anchor comment: no tokens) adds nothing to
+            # the other, even to one past its prefix's budget, which the heading glued to
+            # a near-full block lets ride (choose_end): it joins it rather than make a
+            # chunk of its own that shows nothing.
+            return m
         limit = self.budget(path) if has else self.hard
         return m if self.tokens(m.first, m.last) <= limit else None
 

@@ -53,8 +53,8 @@ class Chunked:
     chunks: list
     warnings: tuple[str, ...] = ()
     facts: object = None
-    # parallel.chunk_in_order(analyze=True): per chunk, (terms, length, looks_english) of
-    # its retrieval text, as lexical.term_frequencies and language.looks_english give them.
+    # parallel.chunk_in_order(analyze=...): per chunk, (terms, length, looks_english,
+    # language) of its retrieval text, as analyzers.note_analysis gives them.
     lexical: list | None = None
 
     @property

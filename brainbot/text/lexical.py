@@ -1,11 +1,13 @@
-"""The BM25 side: the analyzer, postings rows, and query-time CSR assembly.
+"""The BM25 side: the English analyzer, postings rows, and query-time CSR assembly.
 
 The analyzer lowercases, splits on unicode word characters (a run of CJK characters,
 ``notes/language.CJK_RANGES``, becomes its characters and bigrams, since such text is not
 space-separated), drops English stop words,
 folds accented Latin letters to ASCII and applies the Porter stemmer: the same pipeline as Lucene's EnglishAnalyzer, which is
 what Pyserini's BM25 baselines use. Whether stemming and stop words help is settled by
-``brainbot eval`` (see README, "Retrieval quality").
+``brainbot eval`` (see README, "Retrieval quality"). Every other language has its own
+analyzer beside this one (``text/analyzers.py``); English text, and text whose language
+cannot be told, is analysed here, unchanged.
 
 Scoring itself is the C kernel's (``kernel.bm25_topk``); this module only turns text
 into terms and the postings table into the CSR arrays the kernel reads.
@@ -90,16 +92,34 @@ def cjk_grams(run: str, sizes: tuple[int, ...] | None = None) -> list[str]:
     return out or [run]
 
 
-def analyze(text: str) -> list[str]:
-    """Text to index terms, in order (repeats kept)."""
-    out = []
+def tokens(text: str) -> list[str]:
+    """The lowercased tokens of ``text``: runs of CJK characters (halfwidth forms made
+    fullwidth) and runs of other word characters, in order."""
     if _HALFWIDTH.search(text):
         text = _HALFWIDTH.sub(lambda m: unicodedata.normalize("NFKC", m.group()), text)
-    for token in _TOKEN.findall(text.lower()):
+    return _TOKEN.findall(text.lower())
+
+
+def is_cjk_run(token: str) -> bool:
+    return _CJK_RUN.match(token) is not None
+
+
+def english_term(token: str) -> str:
+    """One non-CJK token's English term: "" for a stop word, an over-long token, or one
+    that folds to nothing."""
+    if len(token) > MAX_TERM_CHARS or token in STOP_WORDS:
+        return ""
+    return _normalise(token)
+
+
+def analyze(text: str) -> list[str]:
+    """Text to index terms, in order (repeats kept): the English analyzer."""
+    out = []
+    for token in tokens(text):
         if _CJK_RUN.match(token):
             out.extend(cjk_grams(token))
-        elif len(token) <= MAX_TERM_CHARS and token not in STOP_WORDS:
-            term = _normalise(token)
+        elif len(token) <= MAX_TERM_CHARS and token not in STOP_WORDS:  # english_term,
+            term = _normalise(token)  # inlined: this loop is the lexical phase's hot path
             if term:
                 out.append(term)
     return out

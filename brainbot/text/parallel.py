@@ -8,8 +8,9 @@ whole. Each worker has its own TokenCounter, run single-threaded; chunks depend 
 the text and the parameters, never on a cache, so the output is byte-identical to
 ``documents.chunk`` in one process (tests/test_parallel.py compares them).
 
-What comes back from a worker is the chunks, warnings, facts and (``analyze=True``) the
-postings analysis of every chunk; the Document stays the caller's own, and ``parsed`` is a
+What comes back from a worker is the chunks, warnings, facts and (``analyze``: True for
+this code's analyzer, or the name an older index records) the postings analysis of every
+chunk, each in its language (``text/analyzers.py``); the Document stays the caller's own, and ``parsed`` is a
 light ParsedNote (its title and front matter; no text or blocks, which nothing after
 chunking reads).
 
@@ -78,7 +79,7 @@ def chunk_in_order(
     *,
     counter: TokenCounter | None = None,
     workers: int | None = None,
-    analyze: bool = False,
+    analyze: bool | str = False,
 ) -> Iterator[tuple[T, Chunked | None]]:
     """``(item, documents.chunk(document(item)))`` for every item, in input order (None where
     ``document(item)`` is None), on ``workers`` processes (default: usable_cpus())."""
@@ -132,13 +133,14 @@ def _batches(items, document) -> Iterator[list[tuple[object, Document | None]]]:
 class _Local:
     """Chunking in this process, and putting a worker's results back together."""
 
-    def __init__(self, counter: TokenCounter, params: ChunkParams, analyze: bool) -> None:
+    def __init__(self, counter: TokenCounter, params: ChunkParams,
+                 analyze: bool | str) -> None:
         self.counter, self.params, self.analyze = counter, params, analyze
 
     def one(self, doc: Document) -> Chunked:
         item = documents.chunk(doc, self.counter, self.params)
         if self.analyze:
-            item.lexical = _analysis(item.chunks)
+            item.lexical = _analysis(item, self.analyze)
         return item
 
     def batch(self, batch) -> Iterator[tuple[object, Chunked | None]]:
@@ -164,7 +166,8 @@ def _pooled(batches, local: _Local, workers: int):
 
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                initializer=_start_worker,
-                               initargs=(local.params, local.analyze, os.getpid()))
+                               initargs=(local.params, local.analyze, os.getpid(),
+                                         local.counter.model))
     window: deque = deque()
     try:
         for batch in batches:
@@ -198,12 +201,12 @@ def _collect(entry, local: _Local):
 _WORKER: _Local | None = None
 
 
-def _start_worker(params: ChunkParams, analyze: bool, parent: int) -> None:
+def _start_worker(params: ChunkParams, analyze: bool | str, parent: int, model: str) -> None:
     global _WORKER
     import threading
 
     os.environ["TOKENIZERS_PARALLELISM"] = "false"  # the processes are the parallelism
-    _WORKER = _Local(TokenCounter(), params, analyze)
+    _WORKER = _Local(TokenCounter(model=model), params, analyze)  # the parent's model
     threading.Thread(target=_end_with, args=(parent,), daemon=True,
                      name="brainbot-parent-watch").start()
 
@@ -234,10 +237,10 @@ def _work(docs: list[Document]) -> list[tuple | None]:
     return out
 
 
-def _analysis(chunks) -> list[tuple]:
-    from brainbot.notes.language import looks_english
+def _analysis(item: Chunked, analyze: bool | str) -> list[tuple]:
+    """(terms, length, looks English, language) of each chunk, as the analyzer named by
+    ``analyze`` gives them (True: this code's own)."""
+    from .analyzers import VERSION, note_analysis
 
-    from .lexical import term_frequencies
-
-    return [(*term_frequencies(c.retrieval_text), looks_english(c.retrieval_text))
-            for c in chunks]
+    version = VERSION if analyze is True else str(analyze)
+    return note_analysis(item.doc.text, [c.retrieval_text for c in item.chunks], version)

@@ -1,20 +1,25 @@
-"""Counting MiniLM wordpieces, the unit of every chunk budget.
+"""Counting tokens in an index's model's own tokenizer, the unit of every chunk budget.
 
-`TokenCounter` wraps the model's own tokenizer (``model.load_tokenizer(truncate=False)``)
-and counts **with** the [CLS] and [SEP] special tokens, because that is what has to fit in
-the model's 256 positions. A text's count is the sum of its words' counts: the normalizer
-maps ASCII whitespace to a space and the pre-tokenizer always splits there, so a text cut at
+`TokenCounter` wraps the tokenizer of a model record (``model.load_tokenizer(truncate=False)``;
+MiniLM's wordpieces by default, multilingual-e5-small's sentencepieces) and counts **with**
+its two special tokens ([CLS] [SEP], <s> </s>), because that is what has to fit in the
+model's positions. A text's count is the sum of its words' counts, where what a word is
+depends on the tokenizer (``WordpieceRules``, ``UnigramRules``): BERT's normalizer maps
+ASCII whitespace to a space and its pre-tokenizer always splits there, so a text cut at
 [ \t\n\r] has exactly the wordpieces of its parts (``words``; a text holding another
 character Python splits at but the normalizer deletes or keeps, such as U+000B or U+00A0,
-is cut at ASCII whitespace only). Word counts are cached, so the tokenizer sees each distinct
-word once; a vault of 70 MB repeats its words ~40 times. ``cache_size=0`` counts every text
-with the tokenizer itself: the oracle the tests hold the sums to.
+is cut at ASCII whitespace only); the unigram tokenizer splits at every character its
+table maps to a space, and a text ending in one gets one more piece. Word counts are
+cached, so the tokenizer sees each distinct word once; a vault of 70 MB repeats its words
+~40 times. ``cache_size=0`` counts every text with the tokenizer itself: the oracle the
+tests hold the sums to.
 
 `split_long` cuts a text that is over budget, at whitespace when it can, else between
 two wordpieces, from one encoding's offsets.
 
 The tokenizer is loaded on first use, so building a TokenCounter is free and importing
-this module never touches the model files. This module does not embed anything.
+this module never touches the model files. The unigram rules need the model's table, read
+with its tokenizer. This module does not embed anything.
 """
 
 from __future__ import annotations
@@ -57,9 +62,9 @@ def separates(ch: str) -> bool:
     return o > 127 and unicodedata.category(ch)[0] in "PZ"
 
 
-def _windows(text: str) -> list[int]:
+def _windows(text: str, separates=separates) -> list[int]:
     """Cut positions 0 = b0 < b1 < ... = len(text), about OFFSET_WINDOW apart, each next to
-    a separating character (never inside a word, which would change its wordpieces)."""
+    a separating character (never inside a word, which would change its pieces)."""
     bounds = [0]
     pos, n = 0, len(text)
     while n - pos > OFFSET_WINDOW:
@@ -85,11 +90,69 @@ def words(text: str) -> list[str]:
     return _ASCII_SPACE.split(text)
 
 
-class TokenCounter:
-    """Counts MiniLM wordpieces (special tokens included), summing cached word counts."""
+class WordpieceRules:
+    """How BERT's wordpiece tokenizer (MiniLM) splits: at ASCII whitespace always, and at
+    punctuation and CJK ideographs (``separates``)."""
 
-    def __init__(self, tokenizer=None, cache_size: int = DEFAULT_CACHE_SIZE) -> None:
+    kind = "wordpiece"
+
+    def __init__(self, tokenizer=None) -> None:
+        pass
+
+    @staticmethod
+    def words(text: str) -> list[str] | None:
+        return words(text)
+
+    @staticmethod
+    def separates(ch: str) -> bool:
+        return separates(ch)
+
+    @staticmethod
+    def extra(text: str) -> int:
+        return 0
+
+
+class UnigramRules:
+    """How the sentencepiece unigram tokenizer (multilingual-e5-small, ``model/unigram.py``)
+    splits: only at characters its table maps to a space (and the space itself); a text
+    ending in one gets a lone U+2581 piece. A text holding a character the table deletes
+    or maps to something with a space at an end (a control, "¨") is counted whole
+    (``words`` None): its words would not add up."""
+
+    kind = "unigram"
+
+    def __init__(self, table: dict[int, str]) -> None:
+        spaces = {" "} | {chr(cp) for cp, out in table.items() if out == " "}
+        odd = {chr(cp) for cp, out in table.items()
+               if out != " " and (not out or out[0] == " " or out[-1] == " ")}
+        self.spaces = frozenset(spaces)
+        self._split = re.compile("[" + "".join(map(re.escape, sorted(spaces))) + "]+")
+        self._odd = re.compile("[" + "".join(map(re.escape, sorted(odd))) + "]") if odd else None
+
+    def words(self, text: str) -> list[str] | None:
+        if self._odd is not None and self._odd.search(text):
+            return None
+        return [w for w in self._split.split(text) if w]
+
+    def separates(self, ch: str) -> bool:
+        return ch in self.spaces
+
+    def extra(self, text: str) -> int:
+        """The lone piece a text ending in a space gets."""
+        return 1 if text and text[-1] in self.spaces else 0
+
+
+class TokenCounter:
+    """Counts a model's tokens (its two special tokens included), summing cached word
+    counts. ``model``: a record or its name (MiniLM's for None)."""
+
+    def __init__(self, tokenizer=None, cache_size: int = DEFAULT_CACHE_SIZE,
+                 model=None) -> None:
+        from brainbot.model.records import record
+
+        self.model = record(model).name
         self._tokenizer = tokenizer
+        self._rules: WordpieceRules | UnigramRules | None = None
         self._pieces: dict[str, int] = {"": 0}
         self._cache_size = cache_size
         self.hits = 0  # texts counted from cached words alone
@@ -100,11 +163,30 @@ class TokenCounter:
         if self._tokenizer is None:
             from brainbot.model.files import load_tokenizer
 
-            self._tokenizer = load_tokenizer(truncate=False)
+            self._tokenizer = load_tokenizer(truncate=False, model=self.model)
         return self._tokenizer
 
+    @property
+    def rules(self) -> WordpieceRules | UnigramRules:
+        if self._rules is None:
+            from brainbot.model.records import record
+
+            spec = record(self.model)
+            if spec.tokenizer == "unigram":
+                from brainbot.model.files import normalization_table
+
+                self._rules = UnigramRules(normalization_table(spec))
+            else:
+                self._rules = WordpieceRules()
+        return self._rules
+
+    def separates(self, ch: str) -> bool:
+        """Whether this tokenizer always splits next to ch: texts joined at such a
+        character count the sum of their pieces."""
+        return self.rules.separates(ch)
+
     def count(self, text: str) -> int:
-        """Wordpieces of text, [CLS] and [SEP] included (so "" counts 2)."""
+        """Tokens of text, the two special tokens included (so "" counts 2)."""
         return self.count_many((text,))[0]
 
     def count_many(self, texts: Sequence[str] | Iterable[str], cache: bool = True) -> list[int]:
@@ -115,16 +197,26 @@ class TokenCounter:
             return []
         if self._cache_size <= 0:
             return [len(e.ids) for e in self.tokenizer.encode_batch(texts)]
-        parts = [words(t) for t in texts]
+        rules = self.rules
+        parts = [rules.words(t) for t in texts]
+        out = [0] * len(texts)
+        whole = [i for i, ws in enumerate(parts) if ws is None]
+        if whole:  # texts whose words would not add up: counted as they are
+            encodings = self.tokenizer.encode_batch([texts[i] for i in whole])
+            for i, e in zip(whole, encodings, strict=True):
+                out[i] = len(e.ids)
+        summed = [(i, ws) for i, ws in enumerate(parts) if ws is not None]
         pieces = self._pieces
         try:
-            out = [SPECIAL_TOKENS + sum(map(pieces.__getitem__, ws)) for ws in parts]
+            sums = [sum(map(pieces.__getitem__, ws)) for _, ws in summed]
         except KeyError:
-            self._learn(parts)
-            out = [SPECIAL_TOKENS + sum(map(pieces.__getitem__, ws)) for ws in parts]
+            self._learn([ws for _, ws in summed])
+            sums = [sum(map(pieces.__getitem__, ws)) for _, ws in summed]
             self.misses += len(texts)
         else:
             self.hits += len(texts)
+        for (i, _), n in zip(summed, sums, strict=True):
+            out[i] = SPECIAL_TOKENS + n + rules.extra(texts[i])
         return out
 
     def _learn(self, parts: list[list[str]]) -> None:
@@ -144,7 +236,7 @@ class TokenCounter:
         Long texts are encoded in windows cut where the pre-tokenizer splits anyway
         (whitespace, punctuation), through one encode_batch: the same offsets, but one
         1 MB encode takes ~10 s where 4 KB windows take ~3 s (measured, 2 cores)."""
-        bounds = _windows(text)
+        bounds = _windows(text, self.rules.separates)
         if len(bounds) == 2:
             return list(self.tokenizer.encode(text, add_special_tokens=False).offsets)
         pieces = [text[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
@@ -196,7 +288,7 @@ def split_long(
                 cut, at_space, exact_end = space, True, True
             else:
                 cut, at_space = max(limit, pos + 1), False
-                exact_end = separates(text[cut - 1]) or separates(text[cut])
+                exact_end = counter.separates(text[cut - 1]) or counter.separates(text[cut])
         e = cut
         while e > pos and text[e - 1].isspace():
             e -= 1

@@ -1,76 +1,14 @@
 // Runs brainbot/serve/static/markdown.js under node for tests/test_markdown_render.py: reads
 // a JSON array of cases ({src, frontMatter, marks}) on stdin and prints, for each, the
 // elements it built as HTML text, the tags and attributes it used, and what a click on each
-// note link asked the page to open. The document is a stand-in that knows no HTML at all:
-// innerHTML and its kin throw, so a renderer that used them fails here.
+// note link asked the page to open. The document is a stand-in that knows no HTML at all
+// (dom_stand_in.js): innerHTML and its kin throw, so a renderer that used them fails here.
 "use strict";
 
 const path = require("path");
 const md = require(path.join(__dirname, "..", "..", "brainbot", "serve", "static", "markdown.js"));
 
-const escape = (s) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;")
-  .replace(/"/g, "&quot;");
-
-class Node {
-  constructor(doc, tag, text) {
-    this.doc = doc;
-    this.tag = tag;  // null: a text node; "#fragment": a fragment
-    this.text = text;
-    this.attrs = [];
-    this.children = [];
-    this.listeners = {};
-  }
-  append(...items) {
-    for (const it of items) {
-      const node = typeof it === "string" ? this.doc.createTextNode(it) : it;
-      if (node.tag === "#fragment") this.children.push(...node.children);
-      else this.children.push(node);
-    }
-  }
-  setAttribute(name, value) {
-    this.doc.attrs.add(name);
-    this.attrs = this.attrs.filter(([n]) => n !== name).concat([[name, String(value)]]);
-  }
-  getAttribute(name) {
-    const found = this.attrs.find(([n]) => n === name);
-    return found ? found[1] : null;
-  }
-  addEventListener(type, fn) { (this.listeners[type] = this.listeners[type] || []).push(fn); }
-  click() {
-    for (const fn of this.listeners.click || []) fn({ preventDefault() {} });
-  }
-  set textContent(s) { this.children = [this.doc.createTextNode(String(s))]; }
-  get textContent() {
-    return this.tag === null ? this.text : this.children.map((c) => c.textContent).join("");
-  }
-  html() {
-    if (this.tag === null) return escape(this.text);
-    const inner = this.children.map((c) => c.html()).join("");
-    if (this.tag === "#fragment") return inner;
-    const attrs = this.attrs.map(([n, v]) => ` ${n}="${escape(v)}"`).join("");
-    return this.tag === "br" || this.tag === "hr" ? `<${this.tag}${attrs}>`
-      : `<${this.tag}${attrs}>${inner}</${this.tag}>`;
-  }
-  all(fn, out = []) {
-    if (fn(this)) out.push(this);
-    for (const c of this.children) c.all(fn, out);
-    return out;
-  }
-}
-for (const name of ["innerHTML", "outerHTML"]) {
-  Object.defineProperty(Node.prototype, name, {
-    set() { throw new Error(`${name} used`); }, get() { throw new Error(`${name} used`); } });
-}
-Node.prototype.insertAdjacentHTML = () => { throw new Error("insertAdjacentHTML used"); };
-
-function makeDocument() {
-  const doc = { tags: new Set(), attrs: new Set() };
-  doc.createElement = (tag) => { doc.tags.add(tag); return new Node(doc, tag, ""); };
-  doc.createTextNode = (s) => new Node(doc, null, String(s));
-  doc.createDocumentFragment = () => new Node(doc, "#fragment", "");
-  doc.write = () => { throw new Error("document.write used"); };
-  return doc;
-}
+const { makeDocument } = require(path.join(__dirname, "dom_stand_in.js"));
 
 // The page's <mark> of the query's words, as app.js does it through the text hook.
 function marker(doc, words) {

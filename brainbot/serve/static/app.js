@@ -333,8 +333,9 @@ function nearMisses(answer) {
 }
 
 // -- the conversation: a thread of asks, each answer streamed in as it comes -------------
-// POST /api/ask with Accept: text/event-stream answers as Server-Sent Events: "text"
-// events while the model speaks, then "answer" (the whole answer's JSON) or "error".
+// POST /api/ask with Accept: text/event-stream answers as Server-Sent Events: "draft"
+// events while the model speaks (not checked yet: shown as a draft), then "text" (the
+// checked answer's text) and "answer" (the whole answer's JSON), or "error".
 // EventSource cannot POST, so the body is read here with a stream reader.
 let conversation = null;  // the thread's id, once its first answer named it
 let asking = null;  // the AbortController of the answer streaming in, if one is
@@ -388,7 +389,7 @@ async function askStream(body, onText, signal) {
   }
   let answer = null;
   await readEvents(r, (name, data) => {
-    if (name === "text") onText(data.text);
+    if (name === "draft") onText(data.text);
     else if (name === "answer") answer = data;
     else if (name === "error") throw new Error(data.error);
   });
@@ -419,6 +420,7 @@ function finishTurn(turn, a, question) {
     el("span", { class: a.refused ? "badge bad" : "badge ok", text: a.outcome }),
     el("span", { class: "badge embedded", text: a.mode }),
     a.searched && a.searched !== question ? ` searched as: ${a.searched}` : "");
+  turn.text.classList.remove("draft");  // the checked answer replaces the draft
   markdown(turn.text, a.answer || "", (a.citations || [])[0] || { path: "" });
   const notes = [a.partial_index, a.conversation_note].filter(Boolean)
     .map((line) => el("p", { class: "muted partial", text: line }));
@@ -428,7 +430,18 @@ function finishTurn(turn, a, question) {
   turn.node.setAttribute("aria-busy", "false");
 }
 
+// The model's text as it streams: a draft, labelled and dimmed until the checked answer
+// replaces it (finishTurn), or struck through when the answer fails (failTurn).
+function draft(turn, piece) {
+  if (!turn.text.classList.contains("draft")) {
+    turn.text.classList.add("draft");
+    turn.meta.textContent = "Draft, not checked against your notes yet…";
+  }
+  turn.text.append(piece);
+}
+
 function failTurn(turn, message) {
+  if (turn.text.classList.contains("draft")) turn.text.classList.add("failed");
   turn.meta.replaceChildren(el("span", { class: "error", text: message }));
   turn.node.setAttribute("aria-busy", "false");
 }
@@ -446,8 +459,10 @@ async function askInThread(question) {
   threadBusy(true);
   try {
     const body = conversation ? { question, conversation } : { question };
-    const a = await askStream(body, (piece) => turn.text.append(piece), controller.signal);
-    conversation = a.conversation || conversation;
+    const a = await askStream(body, (piece) => draft(turn, piece), controller.signal);
+    // the id a follow-up continues, as the answer names it: a new one when the old could
+    // not be read, none when nothing keeps this turn (its note says so): start afresh
+    conversation = a.conversation || null;
     $("answer").dataset.conversation = conversation || "";
     finishTurn(turn, a, question);
   } catch (err) {

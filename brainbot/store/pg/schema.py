@@ -415,17 +415,6 @@ def migrate(conn, schema: str, target: str) -> None:
                          (str(step + 1),))
 
 
-def drop_all(conn, schema: str, target: str) -> None:
-    """Remove brainbot's tables from the schema (a rebuild); another application's
-    tables are refused, never dropped."""
-    if not check_ours(conn, schema, target):
-        return
-    with conn.transaction():
-        conn.execute("DROP VIEW IF EXISTS chunk_view")
-        for table in TABLES:
-            conn.execute(f"DROP TABLE IF EXISTS {table} CASCADE")
-
-
 def quote_ident(conn, name: str) -> str:
     return conn.execute("SELECT quote_ident(%s)", (name,)).fetchone()[0]
 

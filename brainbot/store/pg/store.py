@@ -9,6 +9,10 @@ StoreBusyError; readers never take it), migrates the schema, and writes one tran
 per ``batch()``; each committed batch bumps ``meta.generation``, which readers compare to
 know what changed, exactly as on SQLite.
 
+A writer opened with ``rebuild=True`` writes a new index into a schema of its own beside
+the old one, which ``publish()`` swaps in with one transaction (``store/pg/rebuild.py``);
+``close()`` without it drops the new one and the old index stays as it was.
+
 Searching is ``store/pg/legs.py``'s; buffering and COPY are ``store/pg/write.py``'s; connecting,
 schema, migrations and error translation are ``store/pg/schema.py``'s. Driver errors leave
 every method as one-line StoreErrors naming the URL without its password.
@@ -30,6 +34,7 @@ from brainbot.store.rows import chunk_record
 
 from . import schema as ps
 from .legs import PgLegs
+from .rebuild import PgRebuild, clear_leftover
 from .vault import PgVault
 from .write import Pending
 
@@ -53,6 +58,7 @@ class PostgresStore(PgVault):
         self._meta: dict[str, str] | None = None
         self._pending: Pending | None = None
         self._index_id: str | None = None  # the index_id the legs were loaded from
+        self._rebuild: PgRebuild | None = None  # writing a new index beside it
 
     # -- opening and closing -------------------------------------------------------------
     @classmethod
@@ -89,18 +95,31 @@ class PostgresStore(PgVault):
             raise StoreBusyError(f"{WRITERS} is writing {target}; wait for it to finish "
                                  "and run again")
         ps.register_vector(conn, target)
-        if rebuild:
-            ps.drop_all(conn, schema, target)
-        elif identity is not None and ps.check_ours(conn, schema, target):
-            # before migrating: refuse without touching it
-            identity_mod.check(ps.read_meta(conn), target, writer=identity)
-        ps.migrate(conn, schema, target)
+        replacing = PgRebuild.begin(conn, schema, target, identity) if rebuild else None
+        try:
+            return cls._ready_writer(url, conn, schema, identity, replacing)
+        except BaseException:
+            if replacing is not None:
+                replacing.discard(conn)
+            raise
+
+    @classmethod
+    def _ready_writer(cls, url: str, conn, schema: str, identity, replacing):
+        """Migrate (the rebuild schema, when ``replacing``) and check the role may write."""
+        target = ps.public_url(url)
+        if replacing is None:
+            clear_leftover(conn, schema, target, refuse=False)
+            if identity is not None and ps.check_ours(conn, schema, target):
+                # before migrating: refuse without touching it
+                identity_mod.check(ps.read_meta(conn), target, writer=identity)
+        ps.migrate(conn, replacing.name if replacing else schema, target)
         row = conn.execute("SELECT has_table_privilege('documents', 'INSERT') AND "
                            "has_table_privilege('postings', 'DELETE')").fetchone()
         if not row[0]:
             raise StoreError(f"{target}: permission denied; this role may only read: index "
                              "with a role that may write, or grant it")
         store = cls(url, conn, schema, writer=True)
+        store._rebuild = replacing
         store._repair()
         conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false)")
         return store
@@ -126,7 +145,12 @@ class PostgresStore(PgVault):
             f"ef_construction = {ps.HNSW_EF_CONSTRUCTION})")
 
     def close(self) -> None:
+        """Close the connection (releasing the writer lock); a rebuild not published is
+        dropped, and the old index stays as it was."""
         conn, self.conn = self.conn, None
+        rb, self._rebuild = self._rebuild, None
+        if rb is not None:
+            rb.discard(conn)
         if conn is not None:
             try:
                 conn.close()  # also releases the writer's advisory lock
@@ -200,10 +224,15 @@ class PostgresStore(PgVault):
 
     @translated
     def vectors_for(self, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
-        return {h: v.to_numpy() for h, v in self.conn.execute(
+        """A text's vector where the index has one: a rebuild also takes the old index's."""
+        found = dict(self.conn.execute(
             "SELECT DISTINCT ON (c.text_sha256) c.text_sha256, e.vector FROM chunks c "
             "JOIN embeddings e ON e.chunk = c.id WHERE c.text_sha256 = ANY(%s)",
-            (sorted(set(text_hashes)),))}
+            (sorted(set(text_hashes)),)).fetchall())
+        if self._rebuild is not None:
+            found.update(self._rebuild.vectors(
+                self.conn, [h for h in text_hashes if h not in found]))
+        return {h: v.to_numpy() for h, v in found.items()}
 
     @translated
     def touch_documents(self, updates: Sequence[tuple[int, int, int, int | None]]) -> None:
@@ -239,13 +268,25 @@ class PostgresStore(PgVault):
                 [(i, np.ascontiguousarray(v, np.float32), i, h) for i, h, v in rows])
 
     def publish(self) -> None:
-        """Nothing to move: Postgres rebuilds in place. ``open(rebuild=True)`` drops
-        brainbot's tables in one transaction (another application's are refused), and the
-        rebuild then commits batch by batch, as before; a rebuild killed midway leaves the
-        notes it wrote, which the next `brainbot index` completes. One transaction around
-        the whole lexical phase would keep the old index for readers on SQLite's terms,
-        but the dropped tables' ACCESS EXCLUSIVE locks would block every reader for as
-        long as it runs."""
+        """A rebuild's new index takes the old one's place, whole, in one transaction
+        (store/pg/rebuild.py); this store then writes it there. Nothing to do for any
+        other writer."""
+        rb, self._rebuild = self._rebuild, None
+        if rb is None:
+            return
+        try:
+            with ps.translate_errors(self.target):
+                rb.swap(self.conn, self.target)
+        except BaseException:
+            rb.discard(self.conn)
+            raise
+        self._meta = None
+
+    @translated
+    def replaced(self) -> tuple[int, int] | None:
+        """Before a rebuild's publish(): (documents of the index it replaces, how many of
+        them the new one lacks, by root and path); None for any other writer."""
+        return None if self._rebuild is None else self._rebuild.replaced(self.conn)
 
     @contextmanager
     def bulk_load(self) -> Iterator[None]:

@@ -10,7 +10,13 @@ writes.
 
 Each operation opens the file and closes it again (a fraction of a millisecond): a
 long-running server never holds a file that ``brainbot copy`` or a user has since
-replaced.
+replaced. A reader opens it read-write when it and its folder are writable (it writes
+nothing, but a writer killed inside its commit leaves a hot journal that only a
+read-write connection can roll back: a read-only one fails); ``mode=ro`` only where it is
+not, and then a hot journal is said as what it is.
+
+Its errors are its own (``translate``): a damaged file is moved away, never rebuilt with
+``brainbot index`` as the index would be, and a folder or a device in its place says so.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from urllib.parse import quote
 
 import sqlean as sqlite3
 
-from brainbot.errors import StoreError
+from brainbot.errors import ReadOnlyStoreError, StoreError
 from brainbot.store.conversations import DDL, Conversations
 
 from . import file as sf
@@ -45,13 +51,14 @@ class SidecarConversations(Conversations):
 
     @contextmanager
     def _reading(self) -> Iterator:
-        if not self.path.exists():
+        if not self._present():
             yield None
             return
-        uri = f"file:{quote(self.path.as_posix())}?mode=ro"
-        db = self._connect(uri, uri=True)
+        writable = os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK)
+        mode = "rw" if writable else "ro"  # rw: it rolls back a hot journal; ro: it cannot
+        db = self._connect(f"file:{quote(self.path.as_posix())}?mode={mode}", uri=True)
         try:
-            with sf.translate_errors(self.path):
+            with self._translated(reading_ro=not writable):
                 self._check(db)
                 ours = db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
                 yield db if ours else None  # None: a first write killed before its commit
@@ -62,9 +69,10 @@ class SidecarConversations(Conversations):
     def _writing(self) -> Iterator:
         if not self.path.parent.is_dir():
             raise StoreError(f"folder {self.path.parent} does not exist")
+        self._present()  # a folder or a device in its place: said as such
         db = self._connect(str(self.path))
         try:
-            with sf.translate_errors(self.path):
+            with self._translated():
                 db.execute("BEGIN IMMEDIATE")
                 try:
                     self._prepare(db)
@@ -76,13 +84,45 @@ class SidecarConversations(Conversations):
         finally:
             db.close()
 
+    def _present(self) -> bool:
+        """Whether the file exists; StoreError when something else is in its place."""
+        if not self.path.exists():
+            return False
+        if not self.path.is_file():
+            what = "a folder" if self.path.is_dir() else "not a regular file"
+            raise StoreError(f"{self.path} is {what}, not a conversations file; move it away "
+                             "(brainbot keeps this index's conversations there)")
+        return True
+
     def _connect(self, where: str, uri: bool = False):
         try:
             db = sqlite3.connect(where, uri=uri, isolation_level=None)
             db.execute(f"PRAGMA busy_timeout = {sf.busy_timeout_ms()}")
         except sqlite3.Error as exc:
-            raise sf.translate(exc, self.path) from None
+            raise self.translate(exc) from None
         return db
+
+    @contextmanager
+    def _translated(self, reading_ro: bool = False) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise self.translate(exc, reading_ro) from None
+
+    def translate(self, exc: Exception, reading_ro: bool = False) -> StoreError:
+        """A SQLite error on this file as one line. A read-only reader that is told it
+        cannot write met a hot journal: a save that stopped inside its commit."""
+        text = str(exc)
+        if "not a database" in text or "malformed" in text or "file is encrypted" in text:
+            return StoreError(f"{self.path} is not a conversations file or is damaged (SQLite "
+                              f"says: {text}); move it away (brainbot then keeps this index's "
+                              "conversations in a new one)")
+        if reading_ro and ("readonly" in text or "read-only" in text):
+            return ReadOnlyStoreError(
+                f"{self.path} holds a save that was interrupted ({self.path.name}-journal), "
+                "which only a writer can roll back, but it or its folder is read-only; make "
+                "them writable, then run again")
+        return sf.translate(exc, self.path)  # locked, read-only, disk full, I/O
 
     def _check(self, db) -> None:
         """Refuse a file of this name that another program wrote."""

@@ -28,7 +28,8 @@ missing, empty, or a brainbot index (a damaged one may be rebuilt: that is what
 byte. A leftover ``<db>.rebuild`` is removed only when nobody holds its lock and it is
 empty or a brainbot file.
 
-Postgres rebuilds in place (``store/pg/schema.drop_all``): see ``store/pg/store.py``.
+Postgres writes the new index into a schema of its own and swaps it in with one
+transaction: ``store/pg/rebuild.py``.
 """
 
 from __future__ import annotations
@@ -142,6 +143,25 @@ class Rebuild:
 
     def vectors(self, text_hashes) -> dict[str, bytes]:
         return self.salvage.vectors(text_hashes) if self.salvage is not None else {}
+
+    def replaced(self, new: set[tuple[str, str]]) -> tuple[int, int]:
+        """(documents of the old file, how many of them the new file, holding the (root,
+        path) ``new``, lacks); (0, 0) for an old file that is missing or cannot be read: a
+        damaged index has nothing left to keep."""
+        try:
+            old = sf.connect(self.target, readonly=True)
+        except (StoreError, sqlite3.Error, OSError):
+            return 0, 0
+        total = lacking = 0
+        try:
+            for key in old.execute("SELECT root, path FROM documents"):
+                total += 1
+                lacking += key not in new
+        except sqlite3.Error:  # damaged past its documents (or empty: no table)
+            return 0, 0
+        finally:
+            old.close()
+        return total, lacking
 
     def move_over(self, db, temp: Path, temp_lock: WriterLock) -> None:
         """Move the new file (``db`` its connection, closed here) over the target; the

@@ -20,10 +20,9 @@ from collections.abc import Sequence
 import sqlean as sqlite3
 
 from brainbot.errors import StoreError
+from brainbot.store.identity import same_vectors
 
 from . import file as sf
-
-VECTOR_KEYS = ("model", "model_sha256", "dimension", "tokenizer", "embedder")
 
 
 class Salvage:
@@ -39,7 +38,7 @@ class Salvage:
             return
         try:
             meta = sf.read_meta(db)
-            if all(meta.get(k) == str(getattr(identity, k)) for k in VECTOR_KEYS):
+            if same_vectors(meta, identity):
                 self.db, db = db, None
         except sqlite3.Error:  # damaged past its meta: nothing to reuse
             pass

@@ -154,6 +154,15 @@ class SQLiteStore(VaultTables):
             _writer_pragmas(self.db)
         self._file = _file_key(self.path)
 
+    def replaced(self) -> tuple[int, int] | None:
+        """Before a rebuild's publish(): (documents of the file it replaces, how many of
+        them the new file lacks, by root and path); None for any other writer."""
+        if self._rebuild is None:
+            return None
+        with sf.translate_errors(self.path):
+            new = set(self.db.execute("SELECT root, path FROM documents"))
+        return self._rebuild.replaced(new)
+
     @classmethod
     def _open_reader(cls, path: Path) -> SQLiteStore:
         db = sf.connect(path, readonly=True)
