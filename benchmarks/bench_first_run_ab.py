@@ -40,7 +40,7 @@ sys.path.insert(0, str(HERE))
 
 from bench_chunking import machine  # noqa: E402
 from bench_coldstart import wait_for_idle  # noqa: E402
-from bench_first_run import _ALONE  # noqa: E402
+from bench_first_run import _ALONE, DEFAULT_MODEL  # noqa: E402
 
 RESULTS = HERE / "results" / "first_run_ab.json"
 
@@ -76,7 +76,7 @@ def one_round(vault: Path, builds: dict[str, Path], precision: str, min_idle: fl
                          "lexical_s": stats["lexical_seconds"],
                          "semantic_s": stats["embed_seconds"], "chunks": stats["chunks"]}
         wall, cpu, load, _ = _run([sys.executable, "-c", _ALONE, str(Path(tmp) / "after.db"),
-                                   precision], builds["after"], min_idle)
+                                   precision, DEFAULT_MODEL], builds["after"], min_idle)
         row["alone"] = {"wall_s": wall, "cpu_s": cpu, "load": load}
     for name in builds:
         row[name]["vs_alone"] = round(row[name]["wall_s"] / wall, 3)

@@ -228,6 +228,8 @@ def run(beir: Path, dbs: dict[str, str], role: str, limit: int | None) -> dict:
            "rrf_k": search.RRF_K, "queries_with_tied_top": ties,
            "methods": {m: {p: round(float(np.mean(per[p][m])), 4) for p in per}
                        for m in per[next(iter(per))]}}
+    # What the tie-break does at each precision: ties by the legs' scores − ties by chunk id.
+    out["tie_break"] = {p: _paired(per[p]["rrf_ties_id"], per[p]["rrf_ties_minmax"]) for p in per}
     if {"fp32", "int8"} <= set(per):
         for m in out["methods"]:
             out["methods"][m]["int8_minus_fp32"] = _paired(per["fp32"][m], per["int8"][m])
@@ -275,6 +277,12 @@ def docs_section(results: Path) -> str:
             text.append(f"| {LABELS.get(name, name)} | {m.get('fp32', '')} | {m.get('int8', '')} "
                         f"| {d.get('mean', '')} | {ci[0]} to {ci[1]} | {d.get('wins', '')} / "
                         f"{d.get('losses', '')} | {d.get('sign_p', '')} | {d.get('top5_sum', '')} |")
+        ties_by = [f"{p} {d['mean']:+.4f} ({d['ci95'][0]} to {d['ci95'][1]}, {d['wins']} / "
+                   f"{d['losses']}, sign p {d['sign_p']})"
+                   for p, d in r.get("tie_break", {}).items()]
+        if ties_by:
+            text += ["", "The tie-break itself (ties by the legs' scores − ties by chunk id, "
+                     "nDCG@10, interval, wins / losses): " + "; ".join(ties_by) + "."]
     return "\n".join(text)
 
 
