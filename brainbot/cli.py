@@ -11,7 +11,6 @@ import argparse
 import json
 import os
 import sys
-from pathlib import Path
 
 from .cli_args import COMMANDS, Version, _db_default
 from .errors import BrainbotError, InputError, NotUTF8Error
@@ -350,49 +349,10 @@ def cmd_doctor(args) -> int:
     return 1 if bad else 0
 
 
-def _eval_sets(args, modes: list[str]):
-    from .evaluation import sets as evaluate_sets
-
-    corpora = {}
-    for item in args.corpus:
-        name, sep, folder = item.partition("=")
-        if not sep or not name or not folder:
-            raise InputError(f"--corpus {item!r}: give NAME=DIR")
-        corpora[name] = folder
-    manifest = evaluate_sets.load_manifest(Path(args.sets), corpora)
-    roles = (args.role,) if args.role else evaluate_sets.ROLES
-    return (evaluate_sets.run_sets(manifest, answers=args.answers, roles=roles, k=args.k,
-                                   modes=modes), evaluate_sets.format_sets)
-
-
 def cmd_eval(args) -> int:
-    from . import evaluate
+    from .shell.evaluation import evaluation
 
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    if args.answers and not (args.questions or args.sets):
-        raise InputError("--answers needs --questions FILE.jsonl or --sets FILE")
-    if (args.role or args.corpus) and not args.sets:
-        raise InputError("--role and --corpus go with --sets FILE")
-    show = evaluate.format_answers if args.answers else evaluate.format_result
-    if args.beir:
-        result = evaluate.run_beir(Path(args.beir), db=args.db, split=args.split, modes=modes,
-                                   limit=args.limit, precision=args.precision)
-    elif args.answers:
-        result = evaluate.run_answers(Path(args.questions), db=args.db or _db_default())
-    elif args.conversations:
-        from .evaluation import conversations
-
-        result = conversations.run_conversations(Path(args.conversations),
-                                                 db=args.db or _db_default(), k=args.k)
-        show = conversations.format_conversations
-    elif args.sets:
-        result, show = _eval_sets(args, modes)
-    elif args.questions:
-        result = evaluate.run_questions(Path(args.questions), db=args.db or _db_default(),
-                                        modes=modes, k=args.k)
-    else:
-        raise InputError("give --beir DIR, --questions FILE.jsonl, --conversations FILE or "
-                         "--sets FILE")
+    result, show = evaluation(args)
     if args.json:
         _emit_json(result)
     else:

@@ -106,3 +106,17 @@ def test_the_cli_refuses_a_manifest_that_breaks_the_naming_rule(tmp_path, capsys
     assert main(["eval", "--sets", str(path)]) == 2
     assert "-test.jsonl" in capsys.readouterr().err
     assert main(["eval", "--questions", str(path), "--role", "test"]) == 2
+
+
+def test_eval_answers_with_sets_runs_the_manifest(tmp_path, capsys):
+    """`eval --sets M --answers` measures the manifest's sets' answers (it once took the
+    --questions branch, with no file: a traceback)."""
+    from brainbot.cli import main
+
+    path = _manifest(tmp_path, [{"file": "questions.jsonl", "corpus": "gone", "role": "tuning",
+                                 "_text": '{"question": "q?"}\n'}], {"gone": "nowhere/at/all"})
+    assert main(["eval", "--sets", str(path), "--answers", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["sets"] == [] and out["skipped"][0]["corpus"] == "gone"
+    assert main(["eval", "--answers"]) == 2
+    assert "--answers needs --questions" in capsys.readouterr().err
