@@ -23,7 +23,9 @@ and ranks documents (a document scores as its best chunk, as ``brainbot eval`` d
 Per method it reports mean nDCG@10 at each precision and the paired int8 − fp32
 difference over the queries: its mean, a 95 % paired bootstrap interval (10,000 resamples
 of the queries, seeded), the wins, losses and ties with a two-sided sign test, and how
-much of the difference the five queries that moved most make. It also counts, per
+much of the difference the five queries that moved most make; the same paired test of
+ties by the legs' scores against ties by chunk id, at each precision (``tie_break``), is
+what decided the tie-break on the tuning set. It also counts, per
 precision, the queries whose fused top 10 holds an exact tie of fused scores (RRF gives
 equal sums to mirrored rank pairs) and how many documents the two precisions' vector legs
 share in their top 100.
