@@ -26,7 +26,7 @@ of the queries, seeded), the wins, losses and ties with a two-sided sign test, a
 much of the difference the five queries that moved most make; the same paired test of
 ties by the legs' scores against ties by chunk id, at each precision (``tie_break``), is
 what decided the tie-break on the tuning set. It also counts, per
-precision, the queries whose fused top 10 holds an exact tie of fused scores (RRF gives
+precision, the queries whose first 30 fused chunks hold an exact tie of fused scores (RRF gives
 equal sums to mirrored rank pairs) and how many documents the two precisions' vector legs
 share in their top 100.
 
