@@ -12,11 +12,13 @@ its median reported, so the load of the moment falls on both sides. The Embedder
 loaded (and their graphs exported and pre-optimized) before the first round.
 
 One query: the median of 40 `embed_query` calls of short queries, per model and precision,
-in this process after a warm-up. A query process: `python -m brainbot query Q --db DB`
-over examples/notes indexed with each model at int8, --queries times each, interleaved:
-median wall time and the median of each process's peak RSS (its own wait4 rusage).
-Size: the weights file each model's package installs, its cached ONNX exports (int8,
-fp32) and the pre-optimized graphs a session maps (graph + data file).
+in this process after a warm-up. A query process: `python -m brainbot query Q --db DB
+--mode MODE` (hybrid, bm25) over examples/notes indexed with each model at int8,
+--queries times each, the two models one after the other within each round: median wall
+time, CPU time (user + system) and peak RSS (GNU time), and the median of the per-round
+ratios e5 / MiniLM.
+Size: the weights file each model's package installs, e5's piece table, its cached ONNX
+exports (int8, fp32) and the pre-optimized graphs a session maps (graph + data file).
 
 Writes benchmarks/results/e5.json.
 """
@@ -92,21 +94,27 @@ def throughput(texts: list[str], rounds: int, min_idle: float) -> dict:
     return out
 
 
-def _process(argv: list[str]) -> tuple[float, int]:
-    """(wall seconds, peak RSS in MB) of one process, by GNU time (%M): a child forked from
-    this big process would report this one's RSS as its own peak (Linux keeps the high-water
-    mark across fork and exec)."""
+def _process(argv: list[str]) -> tuple[float, float, int]:
+    """(wall seconds, CPU seconds user + system, peak RSS in MB) of one process, by GNU
+    time: a child forked from this big process would report this one's RSS as its own peak
+    (Linux keeps the high-water mark across fork and exec)."""
     start = time.perf_counter()
-    done = subprocess.run(["/usr/bin/time", "-f", "peak-rss-kb %M", *argv], capture_output=True,
+    done = subprocess.run(["/usr/bin/time", "-f", "rusage %U %S %M", *argv], capture_output=True,
                           text=True, cwd=ROOT)
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed: {done.stderr}")
-    peak = next(line for line in done.stderr.splitlines() if line.startswith("peak-rss-kb"))
-    return seconds, int(peak.split()[1]) // 1024
+    line = next(x for x in done.stderr.splitlines() if x.startswith("rusage "))
+    user, system, peak_kb = line.split()[1:]
+    return seconds, float(user) + float(system), int(peak_kb) // 1024
+
+
+QUERY_MODES = ("hybrid", "bm25")
 
 
 def query_processes(count: int, min_idle: float) -> dict:
+    """Whole `brainbot query` processes per model and mode, interleaved model by model
+    within each round, so that a round's ratio e5 / MiniLM sees one load."""
     with tempfile.TemporaryDirectory() as tmp:
         dbs = {}
         for m in MODELS:
@@ -114,23 +122,33 @@ def query_processes(count: int, min_idle: float) -> dict:
             subprocess.run([sys.executable, "-m", "brainbot", "index", str(NOTES), "--db", str(db),
                             "--model", m.name, "--json"], check=True, capture_output=True, cwd=ROOT)
             dbs[m.name] = db
-        walls: dict[str, list[float]] = {m.name: [] for m in MODELS}
-        rss: dict[str, list[int]] = {m.name: [] for m in MODELS}
+        runs = {(m.name, mode): [] for m in MODELS for mode in QUERY_MODES}
+        loads = []
         for i in range(count + 1):
-            for m in MODELS:
-                wait_for_idle(min_idle)
-                s, r = _process([sys.executable, "-m", "brainbot", "query", QUERIES[i % len(QUERIES)],
-                                 "--db", str(dbs[m.name]), "--json"])
-                if i:  # the first of each warms the page cache
-                    walls[m.name].append(s)
-                    rss[m.name].append(r)
-    return {"queries": count, "db": "examples/notes at int8",
-            "wall_s": {k: round(statistics.median(v), 3) for k, v in walls.items()},
-            "peak_rss_mb": {k: statistics.median(v) for k, v in rss.items()}}
+            for mode in QUERY_MODES:
+                for m in MODELS:
+                    wait_for_idle(min_idle)
+                    loads.append(os.getloadavg()[0])
+                    got = _process([sys.executable, "-m", "brainbot", "query",
+                                    QUERIES[i % len(QUERIES)], "--db", str(dbs[m.name]),
+                                    "--mode", mode, "--json"])
+                    if i:  # the first of each warms the page cache and the cache folder
+                        runs[(m.name, mode)].append(got)
+    out = {"queries": count, "db": "examples/notes at int8", "modes": list(QUERY_MODES),
+           "load_averages": [round(x, 2) for x in loads[2 * len(QUERY_MODES):]]}
+    for what, col in (("wall_s", 0), ("cpu_s", 1), ("peak_rss_mb", 2)):
+        out[what] = {f"{m}|{mode}": round(statistics.median(r[col] for r in v), 3)
+                     for (m, mode), v in runs.items()}
+    e5, minilm = E5_SMALL.name, MINILM.name
+    for mode in QUERY_MODES:
+        for what, col in (("wall", 0), ("cpu", 1)):
+            ratios = [a[col] / b[col] for a, b in zip(runs[(e5, mode)], runs[(minilm, mode)])]
+            out[f"e5_over_minilm_{what}_{mode}"] = round(statistics.median(ratios), 2)
+    return out
 
 
 def sizes() -> dict:
-    from brainbot.model import session
+    from brainbot.model import piece_table, session
     from brainbot.model.files import cache_dir, verified_model_dir
     from brainbot.model.onnx_export import cache_name
 
@@ -146,6 +164,9 @@ def sizes() -> dict:
             row[f"onnx_{p}_mb"] = round(export.stat().st_size / 1e6, 1)
             if opt.exists() and data.exists():
                 row[f"optimized_{p}_mb"] = round((opt.stat().st_size + data.stat().st_size) / 1e6, 1)
+        table = cache_dir() / piece_table.table_name(m)
+        if m.tokenizer == "unigram" and table.exists():
+            row["piece_table_mb"] = round(table.stat().st_size / 1e6, 1)
         out[m.name] = row
     return out
 

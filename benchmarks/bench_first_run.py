@@ -35,6 +35,11 @@ embedded vaults at each precision (`brainbot index --precision P`, the embedder 
 P): a row per vault and precision. --model NAME indexes with that model
 (`brainbot index --model NAME`, the embedder alone with it too): rows keyed by model as
 well, and the big vault's projection uses that model's measured rates.
+--big-embedded (with --big or --big-only) also indexes the big vault end to end, embedding
+included, as one process under GNU time (wall, CPU user + system, peak RSS), at the first
+--precision: a measured row beside the projection (no embedder-alone anchor: it would take
+as long again). Every row records the host it ran on (rows from before carry the host the
+file named then), and a projection only uses rates measured on this host.
 
 The machine is shared: the load average is recorded with every run, and the CPU seconds
 of the index process with its chunking workers (user + system), which the load inflates
@@ -107,6 +112,12 @@ def _run(argv: list[str], min_idle: float) -> tuple[float, str, float]:
     return seconds, done.stdout, round(load, 2)
 
 
+def _host() -> dict:
+    """The CPU a row is measured on (a result file gathers rows from several sessions)."""
+    m = machine()
+    return {k: m[k] for k in ("cpu", "cpu_family", "vnni", "cores")}
+
+
 def _brainbot(*args: str) -> list[str]:
     return [sys.executable, "-m", "brainbot", *args]
 
@@ -165,7 +176,7 @@ def bench_vault(vault: Path, embed: bool, rounds: int, min_idle: float,
         print(vault.name, precision, json.dumps(runs[-1]), flush=True)
     best = min(runs, key=lambda r: r["to_lexical_end_s"])
     out = {"vault": vault.name if vault.parent.name != "examples" else "examples/vault",
-           "precision": precision if embed else None,
+           "host": _host(), "precision": precision if embed else None,
            **({} if model == DEFAULT_MODEL else {"model": model}),
            "megabytes": round(sum(p.stat().st_size for p in vault.rglob("*.md")) / 1e6, 2),
            "embed": embed, "rounds": runs, **{k: best[k] for k in (
@@ -188,6 +199,38 @@ def _key(row: dict) -> str:
     model (the default's rows carry none)."""
     model = f"|{row['model']}" if row.get("model") else ""
     return f"{row['vault']}|{row.get('precision', 'fp32') if row.get('embed') else ''}{model}"
+
+
+def big_end_to_end(vault: Path, precision: str, model: str, min_idle: float) -> dict:
+    """The big vault indexed for real, both phases, one process under GNU time: a measured
+    first run (wall, CPU, peak RSS), beside the projection."""
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "first.db"
+        timed = Path(tmp) / "time.txt"
+        argv = ["/usr/bin/time", "-o", str(timed), "-f", "%U %S %M", *_brainbot(
+            "index", str(vault), "--db", str(db), "--json", "--precision", precision,
+            "--model", model)]
+        loads = [round(os.getloadavg()[0], 2)]
+        seconds, out, load = _run(argv, min_idle)
+        loads.append(round(os.getloadavg()[0], 2))
+        stats = json.loads(out)
+        user, system, peak_kb = timed.read_text().split()[-3:]
+        row = {"vault": "big vault (make_big_vault.py)", "host": _host(),
+               "precision": precision, **({} if model == DEFAULT_MODEL else {"model": model}),
+               "megabytes": round(sum(p.stat().st_size for p in vault.rglob("*.md")) / 1e6, 2),
+               "embed": True, "end_to_end": True, "files": stats["new"],
+               "chunks": stats["chunks"], "embedded": stats["embedded"],
+               "vectors": stats["vectors"], "fully_embedded_s": round(seconds, 1),
+               "semantic_s": stats["embed_seconds"],
+               "to_lexical_end_s": round(seconds - stats["seconds"] + stats["lexical_seconds"], 2),
+               "stages_seconds": stats["stages_seconds"],
+               "index_cpu_s": round(CPU_SPENT[-1], 1),  # the process and its workers
+               "load_start_end": loads, "peak_rss_mb": int(peak_kb) // 1024,
+               "time_cpu_s": round(float(user) + float(system), 1)}
+        row.update(bm25_hit(db, min_idle))
+        row["to_last_bm25_hit_s"] = round(row["to_lexical_end_s"] + row["query_s"], 2)
+        row["rounds"] = [{"index_load": load, "index_cpu_s": row["index_cpu_s"]}]
+    return row
 
 
 def save(by_name: dict, min_idle: float) -> dict:
@@ -213,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="embedding precisions of the embedded vaults, comma-separated")
     parser.add_argument("--model", default=DEFAULT_MODEL,
                         help=f"the embedding model (default {DEFAULT_MODEL})")
+    parser.add_argument("--big-embedded", action="store_true",
+                        help="also index the big vault end to end, embedding included")
     args = parser.parse_args(argv)
     precisions = [p.strip() for p in args.precision.split(",") if p.strip()]
     vaults = [v.resolve() for v in args.vault] if args.vault else [v for v in VAULTS
@@ -220,7 +265,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.big_only:
         args.big, vaults = True, []
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    by_name = {_key(v): v for v in results.get("vaults", [])}
+    earlier = results.get("machine", {})  # the host of the rows that name none
+    by_name = {_key(v): {"host": {k: earlier.get(k) for k in ("cpu", "cpu_family", "vnni",
+                                                              "cores")}, **v}
+               for v in results.get("vaults", [])}
     for vault in vaults:
         for precision in precisions:
             row = bench_vault(vault, True, args.rounds, args.min_idle, precision, args.model)
@@ -236,11 +284,17 @@ def main(argv: list[str] | None = None) -> int:
         for precision in ("int8", "fp32"):
             rates = [v["alone_texts_per_s"] for v in by_name.values()
                      if v.get("embed") and v.get("precision", "fp32") == precision
-                     and v.get("model", DEFAULT_MODEL) == args.model]
+                     and v.get("model", DEFAULT_MODEL) == args.model
+                     and v["host"] == row["host"] and "alone_texts_per_s" in v]
             if rates:  # the fastest measured rate: the projection is a lower bound
                 row["projected_embed_s"][precision] = round(row["chunks"] / max(rates), 0)
         by_name[_key(row)] = row
         results = save(by_name, args.min_idle)
+        if args.big_embedded:
+            row = big_end_to_end(args.big_vault, precisions[0], args.model, args.min_idle)
+            print(json.dumps(row), flush=True)
+            by_name[_key(row)] = row
+            results = save(by_name, args.min_idle)
     print(json.dumps({v["vault"]: {k: v.get(k) for k in (
         "to_last_bm25_hit_s", "fully_embedded_s", "semantic_vs_alone")} for v in
         results["vaults"]}, indent=2))

@@ -41,7 +41,7 @@ def _speed_lines(e: dict | None) -> list[str]:
               t["tokens_per_text"][m] if p == "int8" else ""]
              for m in MODELS for p in ("int8", "fp32")]
     sizes = [[m, size[m]["weights_file_mb"], size[m]["onnx_int8_mb"], size[m]["onnx_fp32_mb"],
-              size[m].get("optimized_int8_mb", ""), q["peak_rss_mb"][m], q["wall_s"][m]]
+              size[m].get("optimized_int8_mb", ""), size[m].get("piece_table_mb", "–")]
              for m in MODELS]
     loads = t["load_averages"]
     return [
@@ -55,10 +55,25 @@ def _speed_lines(e: dict | None) -> list[str]:
         f"{t['e5_over_minilm_fp32']}×.", "",
         _table(["model", "precision", "texts/s (median)", "one query embed ms",
                 "tokens per text"], speed), "",
-        f"Size on disk (MB) and a whole `brainbot query` process over {q['db']} (median of "
-        f"{q['queries']}: peak RSS MB, wall s):", "",
+        "Size on disk (MB): the weights file, the cached ONNX exports, the pre-optimized graph "
+        "a session maps, and e5's piece table (a query's tokenizer: model/piece_table.py):", "",
         _table(["model", "weights file", "ONNX int8", "ONNX fp32", "int8 pre-optimized",
-                "query peak RSS MB", "query wall s"], sizes), ""]
+                "piece table"], sizes), "", *_process_lines(q)]
+
+
+def _process_lines(q: dict) -> list[str]:
+    rows = [[m, mode, q["wall_s"][f"{m}|{mode}"], q["cpu_s"][f"{m}|{mode}"],
+             q["peak_rss_mb"][f"{m}|{mode}"],
+             "" if m == MODELS[0] else f"{q[f'e5_over_minilm_wall_{mode}']}× / "
+                                       f"{q[f'e5_over_minilm_cpu_{mode}']}×"]
+            for mode in q["modes"] for m in MODELS]
+    loads = q["load_averages"]
+    return [f"A whole `brainbot query` process over {q['db']} (median of {q['queries']} a model "
+            f"and mode, the models one after the other in each round; load average "
+            f"{min(loads):.1f}-{max(loads):.1f}): wall and CPU seconds, peak RSS, and the "
+            "median of the rounds' e5 / MiniLM ratios.", "",
+            _table(["model", "mode", "wall s", "CPU s", "peak RSS MB",
+                    "e5 / MiniLM wall / CPU"], rows), ""]
 
 
 def _nfcorpus_lines() -> list[str]:

@@ -123,14 +123,15 @@ def _embedding() -> list[str] | None:
 
 def _first_run() -> list[str] | None:
     f = _load("first_run.json")
-    big = next((v for v in (f or {}).get("vaults", []) if v["vault"].startswith("big")), None)
+    big = next((v for v in (f or {}).get("vaults", []) if v["vault"].startswith("big")
+                and not v.get("model") and not v.get("embed")), None)  # the default model's
     if not big:
         return None
     minutes = {p: s / 60 for p, s in big["projected_embed_s"].items()}  # per precision
     return [f"First run, {big['files']:,} notes ({big['chunks']:,} chunks)",
             f"searchable by BM25 after **{big['to_last_bm25_hit_s']:.0f} s**; embedded in "
-            f"~{minutes['int8']:.0f} min (int8) in the background",
-            f"fp32: ~{minutes['fp32']:.0f} min", _link("First run")]
+            f"~{minutes['int8']:.0f} min (int8, projected) in the background",
+            f"fp32: ~{minutes['fp32']:.0f} min" if "fp32" in minutes else "", _link("First run")]
 
 
 def _serving() -> list[str] | None:
@@ -144,9 +145,38 @@ def _serving() -> list[str] | None:
             _link("Serving: HTTP against stdio")]
 
 
+def _languages() -> list[str] | None:
+    """The test set's union of questions, each language with the model a new index of it
+    gets (language_tables.automatic_models): its hybrid hit@5 over English's."""
+    import language_tables
+
+    runs = {m: _load(f"languages_test_all_{name}.json")
+            for m, name in language_tables.FINAL_RUNS.items()}
+    if not all(runs.values()):
+        return None
+    first = next(iter(runs.values()))
+    auto = language_tables.automatic_models(first["source"], list(first["languages"]))
+
+    def hybrid(model: str, lang: str) -> float:
+        return runs[model]["languages"][lang]["modes"]["hybrid"]["hit@5"]
+
+    english = hybrid(auto["en"], "en")
+    shares = {lang: hybrid(m, lang) / english for lang, m in auto.items() if lang != "en"}
+    alone = {lang: hybrid(auto["en"], lang) / english for lang in shares}
+    low = min(shares.values())
+    return [f"Notes in {', '.join(shares)} with no flags: hybrid hit@5 as a share of "
+            f"English's (test set: {first['title']}, "
+            f"{first['languages']['en']['answerable']} questions a language)",
+            f"**{low:.2f}–{max(shares.values()):.2f}** (lowest: "
+            f"{', '.join(lang for lang, v in shares.items() if v == low)})",
+            f"target ≥ 0.9; {auto['en']} for every language: "
+            f"{min(alone.values()):.2f}–{max(alone.values()):.2f}",
+            _link("Languages: final figures (issue 41)")]
+
+
 def build() -> str:
-    rows = [r for r in (_retrieval(), _answers(), _followups(), _kernel(), _embedding(),
-                        _first_run(), _serving()) if r]
+    rows = [r for r in (_retrieval(), _answers(), _followups(), _languages(), _kernel(),
+                        _embedding(), _first_run(), _serving()) if r]
     out = ["| | brainbot | against | |", "|---|---|---|---|"]
     out += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(out)

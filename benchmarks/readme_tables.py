@@ -228,37 +228,57 @@ def _vault_name(v: dict) -> str:
     return f"{v['vault']} ({v['model']})" if model else v["vault"]
 
 
+def _embedded_cell(v: dict) -> str:
+    """Seconds to fully embedded: measured, measured end to end (with the peak RSS), or
+    projected (the big vault's lexical-only rows)."""
+    if v.get("end_to_end"):
+        return f"{v['fully_embedded_s']:,} (measured end to end; peak RSS {v['peak_rss_mb']:,} MB)"
+    if v.get("embed"):
+        return f"{v['fully_embedded_s']}"
+    return (f"not run (projected {_projected(v['projected_embed_s'])})"
+            if v.get("projected_embed_s") else "not run")
+
+
 def first_run_section() -> str:
     f = _load("first_run.json")
     if not f:
         return ""
+    hosts = {json.dumps(v.get("host", f["machine"]), sort_keys=True) for v in f["vaults"]}
+
+    def host_of(v: dict) -> list[str]:  # a column only when the rows ran on several hosts
+        return [_host(v.get("host") or f["machine"])] if len(hosts) > 1 else []
+
     rows = []
     for v in f["vaults"]:
-        embedded = (f"{v['fully_embedded_s']}" if v.get("embed") else
-                    f"not run (projected {_projected(v['projected_embed_s'])})"
-                    if v.get("projected_embed_s") else "not run")
         rows.append([_vault_name(v), v["files"], v["megabytes"], f"{v['chunks']:,}",
-                     v["to_last_bm25_hit_s"], embedded, v.get("embedder_alone_s", ""),
-                     f"{v['semantic_vs_alone']}×" if v.get("embed") else "",
-                     f"{v['index_vs_alone']}×" if v.get("embed") else "",
-                     max(r["index_load"] for r in v["rounds"])])
+                     v["to_last_bm25_hit_s"], _embedded_cell(v), v.get("embedder_alone_s", ""),
+                     f"{v['semantic_vs_alone']}×" if "semantic_vs_alone" in v else "",
+                     f"{v['index_vs_alone']}×" if "index_vs_alone" in v else "",
+                     max(r["index_load"] for r in v["rounds"]), *host_of(v)])
     stage_rows = [[_vault_name(v), *(v["stages_seconds"].get(k, "") for k in (
         "discover", "read", "chunk", "write", "links")), v["to_lexical_end_s"],
         min((r["index_cpu_s"] for r in v["rounds"] if "index_cpu_s" in r), default="")]
         for v in f["vaults"]]
     return "\n".join([
         "### First run",
-        "`python benchmarks/bench_first_run.py --big --min-idle 0.5` — a fresh `brainbot "
+        "`python benchmarks/bench_first_run.py --big --min-idle 0.5` (`--model NAME` for "
+        "another model's rows, `--big-embedded` to index the big vault end to end too) — a "
+        "fresh `brainbot "
         "index` as one process: seconds until the note written last is a BM25 hit (lexical "
         "phase done, plus a cold `brainbot query --mode bm25` that finds it), until every "
         "chunk is embedded, and the embedder alone on the same distinct texts (model load "
         "included). Ratios: semantic phase / embedder alone (target ≤ 1.05×) and whole "
-        f"index / embedder alone. {_host(f['machine'])}; the load average at the start of "
+        "index / embedder alone. The big vault's embedding is projected from the fastest "
+        "embedder-alone rate measured on the other vaults with that model, precision and "
+        "host, unless a row says it was measured end to end. "
+        f"{_host(f['machine']) if len(hosts) == 1 else 'Each row names its host'}; the "
+        "load average at the start of "
         "each index is shown (on a shared machine the ratios swung from 0.4× to 1.1× "
         "between runs: only a quiet run, load below 2 on the 2 cores, is a verdict on the "
         "1.05× target).",
         "", _table(["vault", "files", "MB", "chunks", "to last BM25 hit s", "fully embedded s",
-                    "embedder alone s", "semantic / alone", "index / alone", "load"], rows),
+                    "embedder alone s", "semantic / alone", "index / alone", "load",
+                    *(["host"] if len(hosts) > 1 else [])], rows),
         "", "The lexical phase by stage (seconds in the indexing process; chunk = the wait "
         "for the chunking workers, reading excluded), and the CPU seconds of the whole index "
         "process with its workers (user + system; the load inflates them far less):", "",
@@ -795,7 +815,7 @@ def related_section() -> str:
 
 def build() -> str:
     parts = [p for p in (eval_section(), _precision_fusion_section(RESULTS), cjk_section(),
-                         _languages_section(RESULTS),
+                         language_tables.final_section(), _languages_section(RESULTS),
                          language_tables.section(), search_section(), embed_section(),
                          static_int8_section(), e5_section(),
                          chunking_section(), first_run_section(),

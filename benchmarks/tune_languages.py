@@ -14,7 +14,8 @@ language on the multilingual question sets (examples/languages, benchmarks/bench
              its stop words name it with at least CHUNK_MIN_EVIDENCE (notes/language.py)
   weights    the vector leg's weight per language for the index's model (model/records.py: vector_weight)
 
-For each language the vault is indexed once (int8, the index's model); each variant then
+For each language the vault is indexed once (int8, with ``--model``, the default model when
+not given); each variant then
 rebuilds the index (its vectors are reused, only the terms change) and asks the set's
 answerable questions, scoring hit@5 and MRR@10 with eval's matcher. The reference row
 "english-only" is the analyzer before per-language analysis.
@@ -27,12 +28,21 @@ leave-one-language-out (chosen on the others, scored on the one left out).
 
     python benchmarks/tune_languages.py --set tuning
     python benchmarks/tune_languages.py --set test
+    python benchmarks/tune_languages.py --set tuning --model multilingual-e5-small \
+        --questions all --groups none
+
+``--questions`` takes the "terms" question files (the default, as the constants in use were
+chosen), "plain" or "all" (both, as one set); ``--groups none`` measures the vector weights
+alone. A run with ``--model`` or ``--questions`` other than the defaults writes
+language_constants_SET[_QUESTIONS][_MODEL].json beside the others.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import os
 import platform
 import sys
 import tempfile
@@ -44,8 +54,13 @@ SETS = {"tuning": "debian-reference", "test": "debian-install"}
 LANGS = ("en", "de", "es", "fr", "ja", "zh")
 HIT_AT, K = 5, 10
 VECTOR_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
-# The languages sharing the table's "*" weight for the default model (model/records.py: vector_weight).
-STAR_LANGS = ("de", "es", "fr")
+QUESTIONS = {"terms": ("terms",), "plain": ("plain",), "all": ("terms", "plain")}
+
+
+def star_languages(table: dict[str, float]) -> tuple[str, ...]:
+    """The languages of the sets that share a model's "*" weight: those its record's
+    ``vector_weight`` does not name (de, es and fr for MiniLM; all six for e5)."""
+    return tuple(lang for lang in LANGS if lang not in table)
 
 
 def compound_variants() -> dict[str, dict]:
@@ -137,8 +152,10 @@ def english_only(db: Path, vault: Path, embedder) -> None:
         Indexer._analyzer = own
 
 
-def run_language(lang: str, vault: Path, questions: list[dict], embedder, tmp: Path) -> dict:
-    """Every variant that applies to ``lang``, bm25 and hybrid, and the weight sweep."""
+def run_language(lang: str, vault: Path, questions: list[dict], embedder, tmp: Path,
+                 groups=tuple(GROUPS)) -> dict:
+    """Every variant of ``groups`` that applies to ``lang``, bm25 and hybrid, and the weight
+    sweep."""
     from brainbot.model.records import for_index
 
     db = tmp / f"{lang}.db"
@@ -149,7 +166,7 @@ def run_language(lang: str, vault: Path, questions: list[dict], embedder, tmp: P
     index(db, vault, embedder, rebuild=True)  # this code's defaults
     out["default"] = {m: score(db, questions, m) for m in ("bm25", "hybrid")}
     for group, (module, langs, variants) in GROUPS.items():
-        if lang not in langs:
+        if lang not in langs or group not in groups:
             continue
         out[group] = {}
         for name, values in variants().items():
@@ -164,7 +181,7 @@ def run_language(lang: str, vault: Path, questions: list[dict], embedder, tmp: P
 
     with Searcher(db) as s:
         model = s.store.meta().get("model")
-    out["weights"] = {}
+    out["model"], out["weights"] = model, {}
     table = for_index({"model": model}).vector_weight  # the index's model's record
     saved = dict(table)
     for w in VECTOR_WEIGHTS:
@@ -205,15 +222,19 @@ def choices(result: dict) -> dict:
     """What the set's figures choose: each group's variant (by bm25, the leg it changes),
     each language's vector weight, and "*" left one language out at a time."""
     per_lang = result["languages"]
+    from brainbot.model.records import for_index
+
     out = {}
     for group, (_, langs, _) in GROUPS.items():
-        present = [lang for lang in langs if lang in per_lang]
+        present = [lang for lang in langs if lang in per_lang and group in per_lang[lang]]
         if present:
             out[group] = best({lang: per_lang[lang][group] for lang in present}, present, "bm25")
     sweep = {lang: {w: {"hybrid": v} for w, v in per_lang[lang]["weights"].items()}
              for lang in per_lang}
     out["weights"] = {lang: best({lang: sweep[lang]}, [lang], "hybrid") for lang in per_lang}
-    star = [lang for lang in STAR_LANGS if lang in per_lang]
+    models = {per_lang[lang]["model"] for lang in per_lang}
+    table = for_index({"model": models.pop()}).vector_weight if len(models) == 1 else {}
+    star = [lang for lang in star_languages(table) if lang in per_lang]
     if star:
         out["weights"]["*"] = best(sweep, star, "hybrid")
         out["weights_leave_one_out"] = {
@@ -225,33 +246,60 @@ def choices(result: dict) -> dict:
     return out
 
 
+def answerable(examples: Path, source: str, lang: str, questions: str) -> list[dict]:
+    """The answerable questions of ``lang``'s question files named by ``questions``."""
+    from brainbot.evaluate import load_questions
+
+    spec = importlib.util.spec_from_file_location("check_questions",
+                                                  examples / "check_questions.py")
+    checker = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(checker)
+    files = [examples / checker.QUESTION_SETS[name].format(source=source, lang=lang)
+             for name in QUESTIONS[questions]]
+    return [q for f in files for q in load_questions(f) if q["answerable"]]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--set", choices=sorted(SETS), default="tuning")
     ap.add_argument("--langs", default=",".join(LANGS))
     ap.add_argument("--examples", default=str(REPO / "examples"),
                     help="the folder holding languages/ and the question files")
+    ap.add_argument("--model", default=None,
+                    help="the model the indexes embed with (default: the default model)")
+    ap.add_argument("--questions", choices=sorted(QUESTIONS), default="terms",
+                    help="which question files: terms (default), plain, or all (both as one set)")
+    ap.add_argument("--groups", default=",".join(GROUPS),
+                    help=f"the variant groups to measure (default {','.join(GROUPS)}; 'none': "
+                         "the vector weights alone)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
-    from brainbot.evaluate import load_questions
     from brainbot.model.embed import Embedder
+    from brainbot.model.records import DEFAULT, record
 
+    groups = tuple(g for g in args.groups.split(",") if g in GROUPS)
     source, examples = SETS[args.set], Path(args.examples)
-    embedder = Embedder("int8")
-    result = {"set": args.set, "source": source, "host": platform.node(),
-              "cpu": platform.processor() or platform.machine(), "languages": {}}
+    model = record(args.model)
+    embedder = Embedder("int8", model=model)
+    result = {"set": args.set, "source": source, "model": model.name,
+              "questions": args.questions, "groups": list(groups), "host": platform.node(),
+              "cpu": platform.processor() or platform.machine(),
+              "load_average_start": [round(x, 2) for x in os.getloadavg()], "languages": {}}
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         for lang in args.langs.split(","):
-            questions = [q for q in load_questions(
-                examples / f"questions-{source}-{lang}.jsonl") if q["answerable"]]
+            questions = answerable(examples, source, lang, args.questions)
             result["languages"][lang] = run_language(
-                lang, examples / "languages" / source / lang, questions, embedder, Path(tmp))
+                lang, examples / "languages" / source / lang, questions, embedder, Path(tmp),
+                groups)
             print(lang, json.dumps(result["languages"][lang]), flush=True)
     result["chosen_here"] = choices(result)
     result["in_use"] = in_use()
     result["seconds"] = round(time.perf_counter() - started, 1)
-    out = Path(args.out or REPO / f"benchmarks/results/language_constants_{args.set}.json")
+    result["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
+    suffix = ("" if args.questions == "terms" else f"_{args.questions}") + \
+        ("" if model.name == DEFAULT else f"_{model.name}")
+    out = Path(args.out or REPO / f"benchmarks/results/language_constants_{args.set}{suffix}.json")
     out.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(json.dumps(result["chosen_here"], indent=1))
     return 0

@@ -27,7 +27,9 @@ def same_hits(a: list, b: list, why=None) -> None:
 
 
 # meta keys that count commits or cache sums, not content
-VOLATILE_META = {"generation", "chunk_count", "length_sum", "index_id"}  # index_id: each index its own
+# index_id: each index its own; languages: chunks written per language since the last
+# rebuild (counts only grow: history, not content; text/analyzers.py)
+VOLATILE_META = {"generation", "chunk_count", "length_sum", "index_id", "languages"}
 
 
 def store_snapshot(target) -> dict:

@@ -243,9 +243,12 @@ def snapshot(db_path: Path) -> dict:
                 "JOIN chunks c ON c.id = p.chunk ORDER BY 1, 2").fetchall(),
             "df": db.execute("SELECT term, df FROM terms WHERE df > 0 ORDER BY term").fetchall(),
             # generation counts commits, so a resumed run's differs from a clean one's;
-            # every index has an index_id of its own
+            # every index has an index_id of its own; languages counts the chunks written
+            # in each language since the last rebuild (text/analyzers.py: counts only
+            # grow, so an edited note's chunks count twice), history and not content
             "meta": db.execute("SELECT key, value FROM meta WHERE key NOT IN "
-                               "('generation', 'index_id') ORDER BY key").fetchall(),
+                               "('generation', 'index_id', 'languages') "
+                               "ORDER BY key").fetchall(),
         }
     finally:
         db.close()

@@ -124,6 +124,17 @@ def test_units_always_point_at_nonblank_text_inside_the_chunk(lines):
     ("How many books?", "twelve books", True),
     ("Who will pair with Wei?", "Then Priya pairs on it.", True),
     ("Who will pair with Wei?", "Next the parser work pairs with Wei.", False),  # asked
+    # Chinese, Japanese and Korean questions for a number, a time or a date: a digit.
+    ("成都火锅里的毛肚要涮多长时间？", "鸭肠：比毛肚还要再短一点。", False),
+    ("成都火锅里的毛肚要涮多长时间？", "毛肚涮 15 秒就可以吃了。", True),
+    ("ソファを粗大ごみに出すといくらかかる？", "粗大ごみは区の受付センターに電話。", False),
+    ("ソファを粗大ごみに出すといくらかかる？", "ソファは 2,000 円だった。", True),
+    ("富士山の山頂で朝日が昇るのを見たのは何時何分？", "登山道の渋滞が 2 回あった。", False),
+    ("富士山の山頂で朝日が昇るのを見たのは何時何分？", "日の出は 4:38 だった。", True),
+    ("제주 올레 7코스는 몇 킬로미터예요?", "서귀포 외돌개에서 출발하는 코스.", False),
+    ("제주 올레 7코스는 몇 킬로미터예요?", "7코스는 17km 정도.", True),
+    ("다음 토익 시험은 언제예요?", "다음 토익 시험은 내일이다.", True),
+    ("这本书讲的是什么？", "一本关于灯塔的小说。", True),  # 什么 alone asks for anything
 ])
 def test_answer_types(question, text, holds):
     hard = [kind for asks, kind, must in answer_types.ANSWER_TYPES

@@ -351,6 +351,8 @@ def test_parse_is_deterministic(text):
         ("我们走吧。他说好！真的吗？是的", ["我们走吧。", "他说好！", "真的吗？", "是的"]),
         ("Steps:\n1. First.\n2. Then.", ["Steps:\n1. First.", "2. Then."]),
         ("Fig. 3 shows it. No. 5 too.", ["Fig. 3 shows it.", "No. 5 too."]),
+        ("Page Callum on ext. 4471 or tel. 555 0100. Done.",  # the vault's escalation line
+         ["Page Callum on ext. 4471 or tel. 555 0100.", "Done."]),
         ("It costs approx. five dollars.", ["It costs approx. five dollars."]),
         ("  padded  ", ["padded"]),
         ("", []),

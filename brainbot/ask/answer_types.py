@@ -31,6 +31,17 @@ _DAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday|mon|tue|wed|th
 _NUMBER_WORDS = ("one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|"
                  "twenty|thirty|forty|fifty|hundred|thousand|million|billion|half|dozen|once|"
                  "twice|thrice")
+# Question words of Chinese, Japanese and Korean that ask for a number (how much, how
+# many, how long, what time, how far) or for a date, and the day names that answer "when"
+# without a digit. "何" alone ("what") and "哪" alone ("which") ask for anything. CJK
+# numerals are not counted as numbers: 一 is in "一点" (a bit), "一定" (surely).
+_CJK_ASKS_NUMBER = re.compile(
+    r"多少|几(?!点)|多长|多久|多大|多高|多远|多重|多贵|いくら|何日|何年|何回|何人|何個|"
+    r"何キロ|何メートル|何度|何歳|何枚|何本|何円|何点|どのくらい|どれくらい|몇|얼마")
+# What time (or how many minutes): "4:38", "7 時", "7点", "7시", "15 分".
+_CJK_ASKS_TIME = re.compile(r"何時|何分|几点|몇 ?시")
+_CJK_ASKS_WHEN = re.compile(r"什么时候|哪天|哪一?年|いつ|언제")
+_CJK_DAYS = "今天|明天|昨天|周末|今日|明日|昨日|週末|来週|先週|오늘|내일|어제|주말"
 # What something cost is an amount of money: a currency sign or code next to a number (a
 # table row's currency may be in its header, which the unit's context holds).
 MONEY = re.compile(r"[$€£¥]\s?\d|\d\s?[$€£¥]|\b\d[\d,.]*\s?(?:usd|eur|gbp|jpy|chf|dollars?|"
@@ -47,6 +58,13 @@ ANSWER_TYPES = [  # (question asks, unit must hold, hard: units without it canno
      re.compile(rf"\d|\b(?:{_MONTHS}|{_DAYS})\b|\b(?:today|tomorrow|yesterday|weekend|"
                 r"morning|evening|night|week|month|year|spring|summer|autumn|fall|winter)\b",
                 re.I), True),
+    # The same kinds asked in Chinese, Japanese or Korean (多少, いくら, 何時, 몇, 얼마, …): an
+    # amount, a count, a time or a length is written with digits (examples/questions-cjk:
+    # every one of its 41 such questions has a digit in its answer); "when" may also be a
+    # day's name. The English model's cosine says little there, so the type must hold.
+    (_CJK_ASKS_NUMBER, re.compile(r"\d"), True),
+    (_CJK_ASKS_TIME, re.compile(r"\d{1,2}\s?[:：時时点시分]"), True),
+    (_CJK_ASKS_WHEN, re.compile(rf"\d|{_CJK_DAYS}"), True),
     (re.compile(r"\bhow many\b|\bnumber (?:of|is)\b", re.I),
      re.compile(rf"\d|\b(?:{_NUMBER_WORDS})\b", re.I), True),
     # "my passport number", "the PO number": an identifier, not any count.

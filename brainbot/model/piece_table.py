@@ -215,7 +215,7 @@ def _save(path: Path, arrays: dict[str, np.ndarray], spec: ModelRecord) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=path.parent, prefix=".pieces-") as tmp:
             table = Path(tmp) / "table.npz"
-            np.savez(table, **arrays)
+            np.savez(table, **arrays)  # type: ignore[arg-type]  # numpy 2.x stubs read ** as allow_pickle
             sidecar = Path(tmp) / "meta.json"
             sidecar.write_text(json.dumps(_expected(spec) | {"sha256": sha256_file(table)}) + "\n")
             os.replace(table, path)

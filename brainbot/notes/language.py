@@ -209,7 +209,7 @@ def plausible(text: str, among: Collection[str], main: Collection[str] = ()) -> 
     A single stop word does not name a query's language: "soy milk" is English, though
     "soy" is a Spanish stop word. Never empty while ``among`` is not."""
     named = detect(text)
-    if named in among:
+    if named is not None and named in among:
         return [named]
     pool = list(main or among)
     cjk = mostly_cjk(text)

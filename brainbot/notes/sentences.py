@@ -38,10 +38,10 @@ _ABBREVIATIONS = frozenset(
     e.g eg i.e ie cf vs viz approx ca al et resp incl esp dept univ assn bros
     a.m p.m""".split()
 )
-# Not a sentence end when a number follows ("No. 5", "Fig. 3", "Jan. 12").
+# Not a sentence end when a number follows ("No. 5", "Fig. 3", "Jan. 12", "ext. 4471").
 _NUMBER_ABBREVIATIONS = frozenset(
     """no nos nr vol vols p pp fig figs ch chap sec sect art eq eqs ex op ed tab ref
-    jan feb mar apr jun jul aug sep sept oct nov dec""".split()
+    jan feb mar apr jun jul aug sep sept oct nov dec ext tel""".split()
 )
 _ACRONYM = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]")
 # How far back a period looks for the word it ends; longer "words" are URLs or junk.
