@@ -19,7 +19,9 @@ from pathlib import Path
 
 import before_after_tables
 import language_tables
+from bench_first_run_ab import docs_section as _first_run_ab_section
 from bench_languages import docs_section as _languages_section
+from bench_precision_fusion import docs_section as _precision_fusion_section
 from e5_tables import e5_section
 from eval_tables import answers_section, followups_section
 from headline import cpu_name as _cpu
@@ -813,10 +815,12 @@ def related_section() -> str:
 
 
 def build() -> str:
-    parts = [p for p in (eval_section(), cjk_section(), language_tables.final_section(),
-                         _languages_section(RESULTS), language_tables.section(), search_section(), embed_section(),
+    parts = [p for p in (eval_section(), _precision_fusion_section(RESULTS), cjk_section(),
+                         language_tables.final_section(), _languages_section(RESULTS),
+                         language_tables.section(), search_section(), embed_section(),
                          static_int8_section(), e5_section(),
-                         chunking_section(), first_run_section(), index_section(),
+                         chunking_section(), first_run_section(),
+                         _first_run_ab_section(RESULTS), index_section(),
                          coldstart_section(), serve_section(), serve_http_section(),
                          watch_first_section(), before_after_tables.section(),
                          related_section()) if p]
