@@ -442,11 +442,22 @@ def time_render(names: list[str], sizes=SIZES, **opts) -> dict[str, list[dict]]:
 
 
 def growth(sizes: list[dict]) -> float | None:
-    """The ratio at 4N over the ratio at N (the last two sizes), or None when a size was
-    not run (its case was past MAX_RATIO at a smaller one)."""
+    """The ratio at 4N over the highest ratio at a smaller size, or None when a size was
+    not run (its case was past MAX_RATIO at a smaller one). Quadratic, the ratios rise at
+    every size, so that is the ratio at N; linear, one low sample at N (a burst of load on
+    the controls: 16.8x, 7.1x, 18.9x under a CPU hog) no longer reads as growth."""
     if len(sizes) < len(SIZES):
         return None
-    return sizes[-1]["ratio"] / sizes[-2]["ratio"]
+    return sizes[-1]["ratio"] / max(s["ratio"] for s in sizes[:-1])
+
+
+def test_growth_is_read_past_one_low_sample():
+    def sizes(*ratios):
+        return [{"n": n, "ms": r, "control_ms": 1.0, "ratio": r} for n, r in zip(SIZES, ratios)]
+
+    assert not verdict(sizes(16.8, 7.1, 18.9))  # linear, a low sample at N
+    assert verdict(sizes(3.0, 12.0, 48.0))  # quadratic: 4x a step
+    assert verdict(sizes(3.0, 3.0, 12.0))  # growing only at the last step
 
 
 def verdict(sizes: list[dict]) -> str:
