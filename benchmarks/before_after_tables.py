@@ -6,25 +6,13 @@ measures anything or judges a ratio.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from markdown_tables import RESULTS, read_result, table
 
 SERVE_NAMES = {"p50_ms": "p50 ms", "p95_ms": "p95 ms", "mcp_median_s": "median s, MCP",
                "mcp_max_s": "max s, MCP", "cli_median_s": "median s, `brainbot query`",
                "cli_max_s": "max s, `brainbot query`"}
-
-
-def _load(name: str, results: Path):
-    path = results / name
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-
-
-def _table(header: list[str], rows: list[list]) -> str:
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(out)
 
 
 PAIRED = ("\"after / before\" divides the two medians; \"paired\" is the median over the "
@@ -90,7 +78,7 @@ def _serve_lines(sv: dict | None) -> list[str]:
         "these trees when the index format changed between them (the before tree refuses an "
         "index built with a newer analyzer and asks for `--rebuild`).", "",
         PAIRED, "",
-        _table(["measure", before, after, "after / before", "paired"], rows)]
+        table(["measure", before, after, "after / before", "paired"], rows)]
 
 
 def _index_lines(ix: dict | None) -> list[str]:
@@ -120,15 +108,15 @@ def _index_lines(ix: dict | None) -> list[str]:
         "starting on the first texts during the lexical phase (issue 43), where the before "
         "tree embedded after the lexical phase, in the main thread.", "",
         PAIRED, "",
-        _table(["vault", f"{before} wall s", f"{after} wall s", "after / before", "paired",
-                f"{before} peak RSS MB", f"{after} peak RSS MB", "after / before", "paired"],
-               rows)]
+        table(["vault", f"{before} wall s", f"{after} wall s", "after / before", "paired",
+               f"{before} peak RSS MB", f"{after} peak RSS MB", "after / before", "paired"],
+              rows)]
 
 
 def section(results: Path = RESULTS) -> str:
     """The page's section, or "" when neither result file exists."""
-    lines = _serve_lines(_load("serve_before_after.json", results))
-    index = _index_lines(_load("first_index_before_after.json", results))
+    lines = _serve_lines(read_result("serve_before_after.json", results))
+    index = _index_lines(read_result("first_index_before_after.json", results))
     lines += ([""] if lines and index else []) + index
     if not lines:
         return ""

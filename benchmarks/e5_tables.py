@@ -6,30 +6,14 @@ nothing here measures anything.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 from headline import cpu_name
-
-RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def _load(name: str):
-    path = RESULTS / name
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-
-
-def _table(header: list[str], rows: list[list]) -> str:
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(out)
-
+from markdown_tables import read_result, table
 
 MODELS = ("all-MiniLM-L6-v2", "multilingual-e5-small")
 
 
 def e5_section() -> str:
-    lines = _speed_lines(_load("e5.json")) + _nfcorpus_lines()
+    lines = _speed_lines(read_result("e5.json")) + _nfcorpus_lines()
     return "\n".join(["### The multilingual model", *lines]) if lines else ""
 
 
@@ -53,12 +37,12 @@ def _speed_lines(e: dict | None) -> list[str]:
         "runs (a shared machine: the ratios, taken per round, are the figure). e5 / MiniLM "
         f"texts per second: int8 {t['e5_over_minilm_int8']}×, fp32 "
         f"{t['e5_over_minilm_fp32']}×.", "",
-        _table(["model", "precision", "texts/s (median)", "one query embed ms",
-                "tokens per text"], speed), "",
+        table(["model", "precision", "texts/s (median)", "one query embed ms",
+               "tokens per text"], speed), "",
         "Size on disk (MB): the weights file, the cached ONNX exports, the pre-optimized graph "
         "a session maps, and e5's piece table (a query's tokenizer: model/piece_table.py):", "",
-        _table(["model", "weights file", "ONNX int8", "ONNX fp32", "int8 pre-optimized",
-                "piece table"], sizes), "", *_process_lines(q)]
+        table(["model", "weights file", "ONNX int8", "ONNX fp32", "int8 pre-optimized",
+               "piece table"], sizes), "", *_process_lines(q)]
 
 
 def _process_lines(q: dict) -> list[str]:
@@ -72,20 +56,20 @@ def _process_lines(q: dict) -> list[str]:
             f"and mode, the models one after the other in each round; load average "
             f"{min(loads):.1f}-{max(loads):.1f}): wall and CPU seconds, peak RSS, and the "
             "median of the rounds' e5 / MiniLM ratios.", "",
-            _table(["model", "mode", "wall s", "CPU s", "peak RSS MB",
-                    "e5 / MiniLM wall / CPU"], rows), ""]
+            table(["model", "mode", "wall s", "CPU s", "peak RSS MB",
+                   "e5 / MiniLM wall / CPU"], rows), ""]
 
 
 def _nfcorpus_lines() -> list[str]:
     out = []
-    nf = _load("e5_nfcorpus.json")
+    nf = read_result("e5_nfcorpus.json")
     if nf:
         modes = nf["modes"]
         out += ["NFCorpus (English, 323 queries; `brainbot eval --beir` on an index of "
                   f"multilingual-e5-small at {nf.get('precision')}): nDCG@10 " + ", ".join(
                       f"{m} {modes[m]['ndcg@10']:.4f}" for m in ("bm25", "vector", "hybrid")
                       if m in modes) + f". {nf.get('notes', '')}", ""]
-    mteb = _load("mteb_nfcorpus.json")
+    mteb = read_result("mteb_nfcorpus.json")
     if mteb:
         rows = [[r["model"], r["precision"], r["ndcg@10"], r["published"], f"{r['difference']:+.4f}"]
                 for r in mteb["runs"].values()]
@@ -93,5 +77,5 @@ def _nfcorpus_lines() -> list[str]:
                 "../shared/data/nfcorpus`: whole documents, the model alone, no chunking or "
                 "BM25), against the published fp32 figures (MiniLM: MTEB's results; e5: its "
                 "model card), to see what the 4-bit weights cost:", "",
-                _table(["model", "precision", "nDCG@10", "published (fp32)", "difference"], rows)]
+                table(["model", "precision", "nDCG@10", "published (fp32)", "difference"], rows)]
     return out

@@ -6,22 +6,9 @@ leave-one-corpus-out tables. Nothing here measures anything; readme_tables.py pl
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+from markdown_tables import read_result, table
 
-RESULTS = Path(__file__).resolve().parent / "results"
 ROLE = {"tuning": "tuning", "test": "**test**"}
-
-
-def _load(name: str):
-    path = RESULTS / name
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-
-
-def _table(header: list[str], rows: list[list]) -> str:
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(out)
 
 
 def _pct(n: int, d: int) -> str:
@@ -44,7 +31,7 @@ def _answer_row(name: str, corpus: str, role: str, r: dict) -> list:
 
 
 def answers_section() -> list[str]:
-    a = _load("eval_answers.json")
+    a = read_result("eval_answers.json")
     if not a:
         return []
     rows = [_answer_row(f"`examples/{e['file']}`", e["corpus"], ROLE[e["role"]], e["result"])
@@ -64,13 +51,13 @@ def answers_section() -> list[str]:
             "the **test** sets are on corpora nobody tuned on and were run once, at the end. "
             "Targets: answered correctly ≥ 60 %, wrongly ≤ 5 %, fact cited ≥ 85 %, near misses "
             "answered ≤ 10 %, off-topic not found ≥ 95 %.", "",
-            _table(["question set", "corpus", "role", "answered correctly", "answered wrongly",
-                    "fact cited", "answered in a gold note", "near misses answered",
-                    "off-topic not found", "mean quoted chars"], rows)] + _calibration()
+            table(["question set", "corpus", "role", "answered correctly", "answered wrongly",
+                   "fact cited", "answered in a gold note", "near misses answered",
+                   "off-topic not found", "mean quoted chars"], rows)] + _calibration()
 
 
 def _calibration() -> list[str]:
-    c = _load("eval_answers_calibration.json")
+    c = read_result("eval_answers_calibration.json")
     if not c:
         return []
     shown = {0.85, 0.9, 0.95, 1.0, 1.03, c["chosen"], 1.1, 1.15, 1.2}
@@ -91,9 +78,9 @@ def _calibration() -> list[str]:
             f"{len(c['sets'])} sets, {c['sweep'][0]['answerable']} answerable questions, "
             f"{c['sweep'][0]['near_miss']} near misses): the lowest cut at which the answers "
             f"quoting no fact stay at or under 5 % is {c['chosen']:.2f} (shipped "
-            f"{c['shipped']:.2f}).", "", _table(["cut", *head], sweep), "",
+            f"{c['shipped']:.2f}).", "", table(["cut", *head], sweep), "",
             "The same choice made on all tuning corpora but one, scored on the one left out:",
-            "", _table(["left out", "cut chosen on the others", *head], loco)]
+            "", table(["left out", "cut chosen on the others", *head], loco)]
 
 
 # -- follow-ups ---------------------------------------------------------------------------
@@ -105,7 +92,7 @@ def _followup_row(name: str, corpus: str, role: str, r: dict) -> list:
 
 
 def followups_section() -> list[str]:
-    f = _load("eval_followups.json")
+    f = read_result("eval_followups.json")
     if not f:
         return []
     rows = [_followup_row(f"`examples/{e['file']}`", e["corpus"], ROLE[e["role"]], e["result"])
@@ -122,9 +109,9 @@ def followups_section() -> list[str]:
             "asked inside a conversation. How a follow-up is read (ask/followup.py) was chosen "
             "on the tuning sets; the **test** sets are on corpora nobody tuned on and were run "
             "once, at the end. Target: follow-ups found within ≥ 85 % on test sets.", "",
-            _table(["conversation set", "corpus", "role", "follow-ups alone", "within",
-                    "answered within", "first questions alone", "inside another conversation",
-                    "new topics within"], rows)]
+            table(["conversation set", "corpus", "role", "follow-ups alone", "within",
+                   "answered within", "first questions alone", "inside another conversation",
+                   "new topics within"], rows)]
     return text + _test_comparison(f) + _followup_methods()
 
 
@@ -135,15 +122,15 @@ def _test_comparison(f: dict) -> list[str]:
 
     rows = [[label, within(r), _rate(r["first"]["inside_unrelated"])]
             for label, r in f.get("compare", {}).items()]
-    first = _load("eval_followups_first_test_run.json")
+    first = read_result("eval_followups_first_test_run.json")
     text = []
     if rows:
         test = f["pooled"]["follow-ups"]["test"]
         rows.insert(0, ["shipped (above)", within(test), _rate(test["first"]["inside_unrelated"])])
         text += ["", "The test sets read, for comparison only, by the two methods issue 43 "
                  "compared (nothing was chosen on this):", "",
-                 _table(["method", "follow-ups found within", "first questions inside "
-                         "another conversation"], rows)]
+                 table(["method", "follow-ups found within", "first questions inside "
+                        "another conversation"], rows)]
     if first:
         t = first["pooled"]["follow-ups"]["test"]
         before = "; ".join(f"{label} {within(r)}" for label, r in first["compare"].items())
@@ -157,7 +144,7 @@ def _test_comparison(f: dict) -> list[str]:
 
 
 def _followup_methods() -> list[str]:
-    m = _load("eval_followups_methods.json")
+    m = read_result("eval_followups_methods.json")
     if not m:
         return []
     pooled: dict[str, list[dict]] = {}
@@ -186,11 +173,11 @@ def _followup_methods() -> list[str]:
             "notes hold it closer joined to its topic than alone), *cue* (it looks like a "
             "follow-up: a pronoun, an opening such as \"and\", at most `OWN_TERMS` words of its "
             "own), both, either, or none (always in context).", "",
-            _table(["method", "follow-ups found within", "first questions inside another "
-                    "conversation", "new topics within"], rows), "",
+            table(["method", "follow-ups found within", "first questions inside another "
+                   "conversation", "new topics within"], rows), "",
             "Each constant the default sets, chosen on all tuning corpora but one (most "
             "follow-ups found within plus questions that stand alone found; ties to the smaller "
             "value) and scored on the one left out:", "",
-            _table(["constant", "left out", "chosen on the others",
-                    "found there (follow-ups + standing alone)", "best any value finds there"],
-                   loco)]
+            table(["constant", "left out", "chosen on the others",
+                   "found there (follow-ups + standing alone)", "best any value finds there"],
+                  loco)]

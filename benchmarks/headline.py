@@ -6,11 +6,10 @@ between the README's headline markers.
 
 from __future__ import annotations
 
-import json
 import re
-from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from markdown_tables import read_result
+
 PAGE = "docs/benchmarks.md"
 
 
@@ -30,11 +29,6 @@ def cpu_name(m: dict) -> str:
     return name
 
 
-def _load(name: str):
-    path = RESULTS / name
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-
-
 def slug(heading: str) -> str:
     """GitHub's anchor for a markdown heading's text."""
     text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
@@ -46,7 +40,7 @@ def _link(heading: str) -> str:
 
 
 def _retrieval() -> list[str] | None:
-    nf = _load("eval_nfcorpus.json")
+    nf = read_result("eval_nfcorpus.json")
     if not nf:
         return None
     m = {k: v["ndcg@10"] for k, v in nf["modes"].items()}
@@ -59,7 +53,7 @@ def _retrieval() -> list[str] | None:
 
 
 def _answers() -> list[str] | None:
-    a = _load("eval_answers.json")
+    a = read_result("eval_answers.json")
     pooled = (a or {}).get("pooled", {}).get("answers", {})
     if "tuning" not in pooled:
         return None
@@ -78,7 +72,7 @@ def _answers() -> list[str] | None:
 
 
 def _followups() -> list[str] | None:
-    f = _load("eval_followups.json")
+    f = read_result("eval_followups.json")
     pooled = (f or {}).get("pooled", {}).get("follow-ups", {})
     if "tuning" not in pooled:
         return None
@@ -97,7 +91,7 @@ def _followups() -> list[str] | None:
 
 
 def _kernel() -> list[str] | None:
-    s = _load("search.json")
+    s = read_result("search.json")
     sec = next((c for c in (s or {}).get("cosine", []) if c["n"] == 1_000_000), None)
     if not sec:
         return None
@@ -110,7 +104,7 @@ def _kernel() -> list[str] | None:
 
 
 def _embedding() -> list[str] | None:
-    e = _load("embed.json")
+    e = read_result("embed.json")
     if not e:
         return None
     cos = e["int8_vs_fp32_on_chunks"]
@@ -122,7 +116,7 @@ def _embedding() -> list[str] | None:
 
 
 def _first_run() -> list[str] | None:
-    f = _load("first_run.json")
+    f = read_result("first_run.json")
     big = next((v for v in (f or {}).get("vaults", []) if v["vault"].startswith("big")
                 and not v.get("model") and not v.get("embed")), None)  # the default model's
     if not big:
@@ -135,7 +129,7 @@ def _first_run() -> list[str] | None:
 
 
 def _serving() -> list[str] | None:
-    s = _load("serve_http.json")
+    s = read_result("serve_http.json")
     row = (s or {}).get("search", {}).get("100000", {}).get("HTTP /api/search")
     if not row:
         return None
@@ -150,7 +144,7 @@ def _languages() -> list[str] | None:
     gets (language_tables.automatic_models): its hybrid hit@5 over English's."""
     import language_tables
 
-    runs = {m: _load(f"languages_test_all_{name}.json")
+    runs = {m: read_result(f"languages_test_all_{name}.json")
             for m, name in language_tables.FINAL_RUNS.items()}
     if not all(runs.values()):
         return None

@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from markdown_tables import RESULTS, read_result, table
 from tune_languages import REPO, answerable
 
-RESULTS = Path(__file__).resolve().parent / "results"
 GROUP_TITLES = {
     "snowball": "The Snowball stop words and stemmer of German, Spanish and French (text/"
                 "analyzers.py). Not chosen by these figures: stop words are what keeps "
@@ -30,17 +30,6 @@ GROUP_TITLES = {
     "japanese": "Japanese runs (text/cjk.JapaneseRules)",
     "chinese": "Chinese function characters (text/cjk.py)",
 }
-
-
-def _load(name: str):
-    path = RESULTS / name
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-
-
-def _table(header: list[str], rows: list[list]) -> str:
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(out)
 
 
 def _pair(m: dict | None) -> str:
@@ -60,9 +49,9 @@ def _analyzer_table(tuning: dict, test: dict) -> str:
         rows.append([lang] + [_pair(x.get(k, {}).get(m)) for x in (a, b)
                               for k, m in (("english-only", "bm25"), ("default", "bm25"),
                                            ("default", "hybrid"))])
-    return _table(["language", "tuning: bm25 English-only", "tuning: bm25 per language",
-                   "tuning: hybrid", "test: bm25 English-only", "test: bm25 per language",
-                   "test: hybrid"], rows)
+    return table(["language", "tuning: bm25 English-only", "tuning: bm25 per language",
+                  "tuning: hybrid", "test: bm25 English-only", "test: bm25 per language",
+                  "test: hybrid"], rows)
 
 
 def _group_table(group: str, tuning: dict, test: dict | None) -> str:
@@ -81,7 +70,7 @@ def _group_table(group: str, tuning: dict, test: dict | None) -> str:
             cells.append(_pair(_mean(got)))
         rows.append([f"**{name}** ({', '.join(marks)})" if marks else name] + cells)
     header = ["variant"] + [f"{label}: bm25 ({', '.join(langs)})" for label, _ in sets]
-    return "\n".join([f"{GROUP_TITLES.get(group, group)}:", "", _table(header, rows)])
+    return "\n".join([f"{GROUP_TITLES.get(group, group)}:", "", table(header, rows)])
 
 
 def _weights_table(tuning: dict, test: dict | None) -> str:
@@ -104,7 +93,7 @@ def _weights_table(tuning: dict, test: dict | None) -> str:
         f"{', '.join(f'{k} {v}' for k, v in chosen['weights'].items())}; the table keeps "
         "en, ja and zh (and ko) and gives the others \"*\". Leave one language out: "
         f"{lolo}.", "",
-        _table(header, rows)])
+        table(header, rows)])
 
 
 def _model_weights(result: dict) -> str:
@@ -128,7 +117,7 @@ def _model_weights(result: dict) -> str:
         f"{'(chosen here)' if result['set'] == 'tuning' else '(reported only, never chosen on)'}"
         f" is {', '.join(f'{k} {v}' for k, v in chosen.items())} (ties go to the higher "
         "MRR@10; `\"*\"` is the best over all six).", "",
-        _table(["vector weight"] + langs, rows)])
+        table(["vector weight"] + langs, rows)])
 
 
 def other_models() -> list[dict]:
@@ -140,10 +129,10 @@ def other_models() -> list[dict]:
 
 
 def section() -> str:
-    tuning = _load("language_constants_tuning.json")
+    tuning = read_result("language_constants_tuning.json")
     if not tuning:
         return ""
-    test = _load("language_constants_test.json")
+    test = read_result("language_constants_test.json")
     parts = [
         "### Language constants",
         "`python benchmarks/tune_languages.py --set tuning` and `--set test` — every constant "
@@ -215,7 +204,7 @@ def _final_table(runs: dict[str, dict], questions: tuple[str, ...]) -> list[str]
             mark = "–" if share is None else (f"**{share:.2f}**" if share < TARGET_SHARE
                                               else f"{share:.2f}")
             rows.append(cells + [auto[lang], mark])
-    return [_table(header, rows)]
+    return [table(header, rows)]
 
 
 def final_section() -> str:
@@ -224,7 +213,7 @@ def final_section() -> str:
     for set_name in ("tuning", "test"):
         runs = {}
         for model, name in FINAL_RUNS.items():
-            found = {q: _load(f"languages_{set_name}{'' if q == 'terms' else '_' + q}_{name}.json")
+            found = {q: read_result(f"languages_{set_name}{'' if q == 'terms' else '_' + q}_{name}.json")
                      for q in ("terms", "plain", "all")}
             if all(found.values()):
                 runs[model] = found

@@ -25,27 +25,16 @@ from bench_precision_fusion import docs_section as _precision_fusion_section
 from e5_tables import e5_section
 from eval_tables import answers_section, followups_section
 from headline import cpu_name as _cpu
+from markdown_tables import RESULTS, read_result, table
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
 README = HERE.parent / "README.md"
 PAGE = HERE.parent / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- headline:begin -->", "<!-- headline:end -->"
 
 
-def _load(name: str):
-    path = RESULTS / name
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-
-
-def _table(header: list[str], rows: list[list]) -> str:
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(out)
-
-
 def eval_section() -> str:
-    nf = _load("eval_nfcorpus.json")
+    nf = read_result("eval_nfcorpus.json")
     if not nf:
         return ""
     anchors = {"bm25": "Pyserini BM25-flat 0.3218", "vector": "MTEB all-MiniLM-L6-v2 0.3159",
@@ -63,9 +52,9 @@ def eval_section() -> str:
             f"text` and chunked like a note ({nf['index']['chunks']:,} chunks); a document "
             "scores as its best chunk. Latency per query includes embedding the query "
             "in every mode but bm25 (rerank also embeds the candidates' sentences).", "",
-            _table(["mode", "nDCG@10", "published anchor", "target", "recall@10",
-                    "recall@100", "MRR@10", "p50 ms", "p95 ms"], rows)]
-    i8 = _load("eval_nfcorpus_int8.json")
+            table(["mode", "nDCG@10", "published anchor", "target", "recall@10",
+                   "recall@100", "MRR@10", "p50 ms", "p95 ms"], rows)]
+    i8 = read_result("eval_nfcorpus_int8.json")
     if i8:
         parts = [f"{mode} {m['ndcg@10']:.4f} ({m['ndcg@10'] - nf['modes'][mode]['ndcg@10']:+.4f})"
                  for mode, m in i8["modes"].items() if mode in nf["modes"]]
@@ -77,7 +66,7 @@ def eval_section() -> str:
     for name in ("eval_questions.json", "eval_questions_holdout.json", "eval_questions_rust.json",
                  "eval_questions_rust_holdout.json", "eval_questions_vault.json",
                  "eval_questions_cjk.json"):
-        q = _load(name)
+        q = read_result(name)
         if not q:
             continue
         k = q["k"]
@@ -88,12 +77,12 @@ def eval_section() -> str:
         text += ["", "Question sets over notes (answerable questions in brackets; the rust sets "
                  "over ../shared/data/corpora/rust-book, vault and CJK over examples/vault), "
                  "`brainbot eval --questions FILE -k 5`:", "",
-                 _table(["question set", "mode", "hit@5", "hit@1", "recall@5", "MRR"], qrows)]
+                 table(["question set", "mode", "hit@5", "hit@1", "recall@5", "MRR"], qrows)]
     return "\n".join(text + answers_section() + followups_section())
 
 
 def embed_section() -> str:
-    e = _load("embed.json")
+    e = read_result("embed.json")
     if not e:
         return ""
     cps, ref, m = e["chunks_per_s"], e["reference"], e["machine"]
@@ -133,8 +122,8 @@ def embed_section() -> str:
         "sentence-transformers' vectors (`../shared/reference`, one text at a time) and to "
         "fp32 on the chunks; \"alone = in a batch\": the same bytes for a chunk embedded "
         "alone and in a batch.", "",
-        _table(["engine", "chunks/s", "× fp32", "min cosine vs reference",
-                "cosine to fp32 (min / mean)", "alone = in a batch", "query p50 ms"], rows),
+        table(["engine", "chunks/s", "× fp32", "min cosine vs reference",
+               "cosine to fp32 (min / mean)", "alone = in a batch", "query p50 ms"], rows),
         *_race_part()])
 
 
@@ -149,7 +138,7 @@ def _runs(settings: dict) -> str:
 
 
 def _race_part() -> list[str]:
-    r = _load("int8_race.json")
+    r = read_result("int8_race.json")
     if not r:
         return []
     rows = []
@@ -165,12 +154,12 @@ def _race_part() -> list[str]:
             f"{r['load_before']:.1f} before, {r['load_after']:.1f} after. × fp32 in wall time and in "
             "CPU seconds of the process; \"same bytes\": alone, shuffled (in batches of 5 where it "
             "batches) and on one thread, as run its own way on two.", "",
-            _table(["graph", "chunks/s", "× fp32", "× fp32 (CPU s)", "cosine to fp32 (min / mean)",
-                    "same bytes"], rows)]
+            table(["graph", "chunks/s", "× fp32", "× fp32 (CPU s)", "cosine to fp32 (min / mean)",
+                   "same bytes"], rows)]
 
 
 def chunking_section() -> str:
-    c = _load("chunking.json")
+    c = read_result("chunking.json")
     if not c:
         return ""
     rows = [[r["corpus"], r["files"], r["chunks"], r["mean_retrieval_tokens"],
@@ -180,9 +169,9 @@ def chunking_section() -> str:
     sweep = c.get("target_sweep", {}).get("rows", [])
     text = ["### Chunking", "`python benchmarks/bench_chunking.py` — parse + chunk + count "
             "tokens with MiniLM's tokenizer (cold cache), on `../shared/data/corpora`.", "",
-            _table(["corpus", "files", "chunks", "mean tokens", "max tokens", "quality",
-                    "boundary", "over limit", "heading-only", "cut fences", "MB/s", "files/s"],
-                   rows)]
+            table(["corpus", "files", "chunks", "mean tokens", "max tokens", "quality",
+                   "boundary", "over limit", "heading-only", "cut fences", "MB/s", "files/s"],
+                  rows)]
     text += _parallel_rows(c.get("serial_vs_parallel"))
     if sweep:
         text += ["", "Choosing the target size (NFCorpus, vector only, nDCG@10): " + ", ".join(
@@ -201,7 +190,7 @@ def _parallel_rows(sp: dict | None) -> list[str]:
             "read + parse + chunk of every note, whole passes (DIR: the code before the "
             f"word-sum token counts), {sp['machine']['cpu']}, load average "
             f"{sp['machine']['load_average_1min']}.", "",
-            _table(["vault", "files", "MB", "chunks", "mode", "s", "chunks/s", "MB/s"], rows),
+            table(["vault", "files", "MB", "chunks", "mode", "s", "chunks/s", "MB/s"], rows),
             "", f"Stages of one serial pass over the big vault: {stages}."
             + (f" {sp['note']}" if sp.get("note") else "")]
 
@@ -241,7 +230,7 @@ def _embedded_cell(v: dict) -> str:
 
 
 def first_run_section() -> str:
-    f = _load("first_run.json")
+    f = read_result("first_run.json")
     if not f:
         return ""
     hosts = {json.dumps(v.get("host", f["machine"]), sort_keys=True) for v in f["vaults"]}
@@ -277,31 +266,31 @@ def first_run_section() -> str:
         "each index is shown (on a shared machine the ratios swung from 0.4× to 1.1× "
         "between runs: only a quiet run, load below 2 on the 2 cores, is a verdict on the "
         "1.05× target).",
-        "", _table(["vault", "files", "MB", "chunks", "to last BM25 hit s", "fully embedded s",
-                    "embedder alone s", "semantic / alone", "index / alone", "load",
-                    *(["host"] if len(hosts) > 1 else [])], rows),
+        "", table(["vault", "files", "MB", "chunks", "to last BM25 hit s", "fully embedded s",
+                   "embedder alone s", "semantic / alone", "index / alone", "load",
+                   *(["host"] if len(hosts) > 1 else [])], rows),
         "", "The lexical phase by stage (seconds in the indexing process; chunk = the wait "
         "for the chunking workers, reading excluded), and the CPU seconds of the whole index "
         "process with its workers (user + system; the load inflates them far less):", "",
-        _table(["vault", "discover", "read", "chunk", "write", "links", "to lexical end",
-                "index CPU s"], stage_rows), *_lexical_steps()])
+        table(["vault", "discover", "read", "chunk", "write", "links", "to lexical end",
+               "index CPU s"], stage_rows), *_lexical_steps()])
 
 
 def _lexical_steps() -> list[str]:
     """How the big vault's lexical phase got to its figure, step by step (one host)."""
-    f = _load("first_run_lexical.json")
+    f = read_result("first_run_lexical.json")
     if not f:
         return []
     rows = [[r["code"], r["lexical_s"], r["write_s"], r["user_s"], r["sys_s"],
              r["max_rss_mb"], r["load"]] for r in f["runs"]]
     return ["", f"The big vault's lexical phase, step by step: {f['what']}; "
             f"{_host(f['machine'])}, {f['date']}. {f['content']}.", "",
-            _table(["code", "lexical s", "write s", "user CPU s", "system CPU s",
-                    "max RSS MB", "load"], rows)]
+            table(["code", "lexical s", "write s", "user CPU s", "system CPU s",
+                   "max RSS MB", "load"], rows)]
 
 
 def search_section() -> str:
-    s = _load("search.json")
+    s = read_result("search.json")
     if not s or not s.get("markdown"):
         return ""
     # bench_search.py renders its own tables (it knows which rows it verified and timed)
@@ -344,8 +333,8 @@ def search_targets_section(s: dict) -> str:
             f"From the tables above ({s['machine']['cpu']}; one query, top-10, median ms; the "
             "bound is the f32 matrix read once with as many threads, the faster of two and four "
             "prefetched streams each):", "",
-            _table(["N", "threads", "bound", "C f32", "numpy", "numpy / C f32 (target ≥ 1.3)",
-                    "C f32 / bound (target ≤ 1.1)", "C int8 + rescore"], rows), "",
+            table(["N", "threads", "bound", "C f32", "numpy", "numpy / C f32 (target ≥ 1.3)",
+                   "C f32 / bound (target ≤ 1.1)", "C int8 + rescore"], rows), "",
             "What changed, measured on this host: (1) numpy's OpenBLAS workers spun for ~0.1 s "
             "after each call and took the second core from the engine raced next (C f32 on two "
             "threads at 100k: 5.16 ms alone, 8.57 right after numpy); the benchmarks now let "
@@ -373,7 +362,7 @@ def search_targets_section(s: dict) -> str:
             "as on the Zen hosts (the cut-off table above: two f32 threads lose at 5,000 rows, "
             "7.7 MB, and win from 10,000, 15 MB; int8 is about even at 20,000, 7.7 MB, 0.92-1.14× "
             "across runs, and wins from 50,000)."]
-    leg = _load("vector_leg.json")
+    leg = read_result("vector_leg.json")
     if leg:
         lrows = [[f"{r['chunks']:,}", r["f32_ms"], r["int8 + proof_ms"], r["numpy_ms"],
                   _ratio(r["numpy_over_int8"]), f"{r['proof']['proved']} / {r['proof']['widened']}"
@@ -382,9 +371,9 @@ def search_targets_section(s: dict) -> str:
                  "store's warm leg over embedding-like synthetic vectors (a shared direction, 30 "
                  "topics, noise), k = 100, wall ms medians, ids and scores checked equal to the "
                  "f32 scan's (target at 1M: ≥ 3× numpy):", "",
-                 _table(["chunks", "f32 scan", "int8 + proof", "numpy", "numpy / int8",
-                         "proved / widened / f32"], lrows)]
-    return "\n".join(text + _one_core_part(_load("search_xeon_1core.json"), "search_xeon_1core"))
+                 table(["chunks", "f32 scan", "int8 + proof", "numpy", "numpy / int8",
+                        "proved / widened / f32"], lrows)]
+    return "\n".join(text + _one_core_part(read_result("search_xeon_1core.json"), "search_xeon_1core"))
 
 
 def _streams_won(s: dict) -> str:
@@ -403,9 +392,9 @@ def _ratio(x) -> str:
 def search_zen1_section() -> str:
     """Issue #24 on the Zen 1 host: search_zen1_loaded.json (its --cutoff), search_1core.json,
     search_app.json (the app's vector leg) and search_zen1_session.json (session scripts)."""
-    loaded, one, app = _load("search_zen1_loaded.json"), _load("search_1core.json"), \
-        _load("search_app.json")
-    ses = _load("search_zen1_session.json")
+    loaded, one, app = read_result("search_zen1_loaded.json"), read_result("search_1core.json"), \
+        read_result("search_app.json")
+    ses = read_result("search_zen1_session.json")
     if not loaded or not ses:
         return ""
     mc = loaded["machine"]
@@ -422,7 +411,7 @@ def search_zen1_section() -> str:
         "prefetched two-lane scan above came later and was measured on the Xeon only). "
         f"`{ses['f32_variants']['command']}`; the same race is `bench_search.py --anchor "
         "OLD.so`:", "",
-        _table(["f32 one-query scan", "CPU time vs current"], ses["f32_variants"]["rows"]), "",
+        table(["f32 one-query scan", "CPU time vs current"], ses["f32_variants"]["rows"]), "",
         "Interleaving two rows costs the same with either accumulator order: it is the two read "
         "streams, not the arithmetic. None of the variants was kept (`csrc/simd_avx2.c` "
         "records them).", "",
@@ -444,9 +433,9 @@ def _cutoff_part(loaded: dict) -> list[str]:
             for r in loaded["cutoff"]["rows"]]
     return ["", "**When a second thread pays.** `bench_search.py --cutoff` (one query, 1 vs 2 "
             "threads raced round-robin; median ms; `benchmarks/results/search_zen1_loaded.json`):",
-            "", _table(["N", "f32 MB", "f32 1 thread", "f32 2 threads", "2 / 1",
-                        "int8 1 thread", "int8 2 threads", "2 / 1", "auto picks f32 / int8",
-                        "load avg"], rows), "",
+            "", table(["N", "f32 MB", "f32 1 thread", "f32 2 threads", "2 / 1",
+                       "int8 1 thread", "int8 2 threads", "2 / 1", "auto picks f32 / int8",
+                       "load avg"], rows), "",
             "On a machine whose both cores are busy, a second thread waits for a core. The "
             "kernel's own rule (12 MB, `csrc/dispatch.c`) was measured on quiet hosts, so the "
             "app asks for one thread for scans below 32 MB while the 1-minute load average is "
@@ -470,8 +459,8 @@ def _one_core_part(one: dict | None, name: str = "search_1core") -> list[str]:
             f"average {load[0]:.1f} to {load[1]:.1f}; `benchmarks/results/{name}.json`), "
             "median ms as ratios (numpy's OpenBLAS still starts 2 threads on the one CPU "
             "there):", "",
-            _table(["N", "C f32 / one-thread streaming read", "numpy / C f32",
-                    "C int8 + rescore / read"], rows)]
+            table(["N", "C f32 / one-thread streaming read", "numpy / C f32",
+                   "C int8 + rescore / read"], rows)]
 
 
 def _app_part(app: dict | None, ses: dict) -> list[str]:
@@ -526,16 +515,16 @@ def _app_tables(app: dict) -> list[str]:
            for r in app.get("cut_off", [])]
     return ["", f"`{app['command']}` ({app['cpu']}). Where int8 starts to pay (random unit "
             "rows, one query, k = 100, one thread, CPU ms, medians; `INT8_SCAN_MIN_ROWS`):", "",
-            _table(["rows", "f32 scan", "int8 scan + proof", "int8 / f32"], cut), "",
+            table(["rows", "f32 scan", "int8 scan + proof", "int8 / f32"], cut), "",
             "On synthetic indexes (random unit vectors, written through the store), in one "
             "process, CPU ms (median; scans k = 100, the search pool):", "",
-            _table(["chunks", "load vectors", "int8 copy", "f32 scan", "int8 scan + proof",
-                    "copy pays after queries"], copy), "",
+            table(["chunks", "load vectors", "int8 copy", "f32 scan", "int8 scan + proof",
+                   "copy pays after queries"], copy), "",
             "`brainbot query` as whole processes, interleaved, CPU ms (wall ms) medians: the "
             "copy made at the first query against the rule above, and the median paired "
             "difference:", "",
-            _table(["chunks", "mode", "copy at the 1st query", "f32 (the rule)",
-                    "CPU difference ms", "load start / max"], cold), "",
+            table(["chunks", "mode", "copy at the 1st query", "f32 (the rule)",
+                   "CPU difference ms", "load start / max"], cold), "",
             f"Warm MCP `search` at {mcp['chunks']:,} chunks (the official client over stdio, "
             f"hybrid, {mcp['queries']} queries after 5 warm-ups): client p50 "
             f"{mcp['client_p50_ms']} ms, p95 {mcp['client_p95_ms']} ms, load average "
@@ -544,12 +533,12 @@ def _app_tables(app: dict) -> list[str]:
             "Stages inside the server (thread CPU and wall ms; tool = the tool's body, search = "
             "the Searcher call in it, embed = the query embedding, bm25 = the BM25 leg, scan = "
             "the vector scan; the rest of the client's time is the MCP SDK's, both ends):",
-            "", _table(["stage", "CPU p50", "CPU p95", "wall p50", "wall p95"], st)]
+            "", table(["stage", "CPU p50", "CPU p95", "wall p50", "wall p95"], st)]
 
 
 def index_section() -> str:
-    ix = _load("index.json")
-    dw = _load("index_dwarves-brain.json")
+    ix = read_result("index.json")
+    dw = read_result("index_dwarves-brain.json")
     if not ix:
         return ""
     text = ["### Indexing",
@@ -565,7 +554,7 @@ def index_section() -> str:
 
 
 def cjk_section() -> str:
-    c = _load("cjk.json")
+    c = read_result("cjk.json")
     if not c:
         return ""
     rows = []
@@ -586,14 +575,14 @@ def cjk_section() -> str:
         "languages, not used to choose the rules) and, as a check on English, "
         "examples/questions-vault.jsonl. The hybrid column weighs the vector leg by the "
         "query's language (below).", "",
-        _table(["analyzer", "CJK bm25", "CJK hybrid", "CJK vector", "English hybrid"], rows),
+        table(["analyzer", "CJK bm25", "CJK hybrid", "CJK vector", "English hybrid"], rows),
         "", "Hybrid (bm25 : vector) weights for a query in Chinese, Japanese or Korean, with "
         f"per-language analysis: {sweep}. The English model's vectors only hurt there, so "
         "such a query is carried by BM25 alone (and not embedded: search/weights.py)."])
 
 
 def coldstart_section() -> str:
-    cs = _load("coldstart.json")
+    cs = read_result("coldstart.json")
     if not cs:
         return ""
     wp = cs["whole_process"]
@@ -626,8 +615,8 @@ def coldstart_section() -> str:
         f"minutes), median of {cs['runs']} runs each, interleaved, "
         f"each run started once the CPUs had been ≥ {cs.get('min_idle', 0):.0%} idle for "
         f"0.5 s. Load average {load[0]} at the start, {load[1]} at the end.", "",
-        _table(["command", "before ms", "after, same run ms", "main now ms", "target ms"],
-               rows), "",
+        table(["command", "before ms", "after, same run ms", "main now ms", "target ms"],
+              rows), "",
         "Before and after: one run on the cold-start branch, the earlier checkout "
         "(d26c361) and the branch interleaved on its own ~9.7k-chunk index; main now: "
         "a later run of the merged code, on an index built by it. `brainbot ask` (no key): "
@@ -637,7 +626,7 @@ def coldstart_section() -> str:
         "Where a hybrid query's time goes, stage by stage in one fresh process (median ms; "
         "before: d26c361 in the branch's run; "
         "\"session\" now includes finding and checking the pre-optimized graph, see "
-        "`brainbot/model/session.py`):", "", _table(["stage", "before", "now"], brk)])
+        "`brainbot/model/session.py`):", "", table(["stage", "before", "now"], brk)])
 
 
 def _same_run_line(cs: dict) -> str:
@@ -654,7 +643,7 @@ def _same_run_line(cs: dict) -> str:
 
 
 def serve_section() -> str:
-    sv = _load("serve.json")
+    sv = read_result("serve.json")
     if not sv:
         return ""
     base = sv.get("baseline")
@@ -684,7 +673,7 @@ def serve_section() -> str:
         + (f" The {base['label'] or 'baseline'} columns: that package, its server and this "
            "tree's open at once on the same index, called query by query in alternating "
            "order (`--baseline`)." if base else ""), "",
-        _table(header, rows), "",
+        table(header, rows), "",
         f"Save to searchable through `brainbot mcp --watch` on a vault of "
         f"{sv['watch_chunks']:,} chunks, {w['edits']} edits each (a note gets a sentence "
         f"with a new word): median {w['mcp_median_s']} s (max {w['mcp_max_s']} s) polled "
@@ -697,7 +686,7 @@ def serve_section() -> str:
 
 
 def watch_first_section() -> str:
-    w = _load("watch_first.json")
+    w = read_result("watch_first.json")
     if not w:
         return ""
     rows = [[f"{name} ({r['notes']:,} notes)", r["handshake_s"], r["last_note_bm25_hit_s"],
@@ -713,12 +702,12 @@ def watch_first_section() -> str:
         "every chunk embedded; and from saving an edit (a new word) during the background "
         "semantic phase to its bm25 hit (before it, that edit's pass waited for the whole "
         "embedding). " + next(iter(w["runs"].values()))["cpu"] + ".", "",
-        _table(["vault", "handshake s", "last note a bm25 hit s", "edit to bm25 hit s",
-                "embedded then", "all embedded s", "load average start / end"], rows)])
+        table(["vault", "handshake s", "last note a bm25 hit s", "edit to bm25 hit s",
+               "embedded then", "all embedded s", "load average start / end"], rows)])
 
 
 def static_int8_section() -> str:
-    s = _load("static_int8.json")
+    s = read_result("static_int8.json")
     if not s or "throughput" not in s:
         return ""
     names = {"fp32": "fp32", "dynamic_int8": "dynamic int8 (`--precision int8` before #33)",
@@ -737,13 +726,13 @@ def static_int8_section() -> str:
             f"over {s['calibration_chunks']} chunks of examples/; {s['throughput']['chunks']} "
             f"Rust-book chunks through the Embedder, median of {s['throughput']['rounds']} "
             "interleaved rounds, ratio to fp32 within each round.", "",
-            _table(["graph", "chunks/s", "× fp32", "cosine to fp32 (min / mean)",
-                    "alone = in a batch"], rows)]
+            table(["graph", "chunks/s", "× fp32", "cosine to fp32 (min / mean)",
+                   "alone = in a batch"], rows)]
     if "questions" in s:
         rows = [[f"`{name}`"] + [m.get("hit@5", "") for m in modes.values()]
                 for name, modes in s["questions"].items()]
         text += ["", "hit@5 on static-int8 indexes (`brainbot eval --questions FILE -k 5`):", "",
-                 _table(["question set", "bm25", "vector", "hybrid"], rows)]
+                 table(["question set", "bm25", "vector", "hybrid"], rows)]
     return "\n".join(text)
 
 
@@ -756,7 +745,7 @@ def _load_verdict(start: float, end: float) -> str:
 
 
 def serve_http_section() -> str:
-    sv = _load("serve_http.json")
+    sv = read_result("serve_http.json")
     if not sv:
         return ""
     names = list(next(iter(sv["search"].values())))
@@ -774,12 +763,12 @@ def serve_http_section() -> str:
         f"the start and {sv['load_end']:.1f} at the end; each round waited until the CPUs "
         f"had been {sv.get('min_idle', 0):.0%} idle over 0.5 s (`--min-idle`). "
         + _load_verdict(sv["load_start"], sv["load_end"]), "",
-        _table(["transport"] + [f"{int(n):,} chunks p50 (p95) ms" for n in sv["search"]],
-               rows), "",
+        table(["transport"] + [f"{int(n):,} chunks p50 (p95) ms" for n in sv["search"]],
+              rows), "",
         f"Memory with {sv['memory_chunks']:,} chunks loaded (each server warm: one hybrid "
         "search done), MB RSS / PSS (PSS splits shared pages, such as the libraries', "
         "between the processes):", "",
-        _table(["clients", "N × `brainbot mcp` (stdio)", "one `brainbot serve`"], mem)]
+        table(["clients", "N × `brainbot mcp` (stdio)", "one `brainbot serve`"], mem)]
     cold = sv.get("cold")
     if cold:
         text += ["", f"Cold `brainbot query --json` as a new process on {cold['chunks']:,} "
@@ -791,7 +780,7 @@ def serve_http_section() -> str:
 
 
 def related_section() -> str:
-    r = _load("related.json")
+    r = read_result("related.json")
     if not r:
         return ""
     names = {"mean": "mean: best chunk vs the note's mean vector (default)",
@@ -810,8 +799,8 @@ def related_section() -> str:
         "from another note, the share of its linked notes among its `brainbot related` top "
         "5 / top 10, and the share of such notes with at least one linked note there. Links "
         "are a proxy for relatedness, not the truth. " + r["cpu"] + ".", "",
-        _table(["vault", "method", "links in top 5", "links in top 10",
-                "notes with one in top 5", "in top 10", "ms per note"], rows)])
+        table(["vault", "method", "links in top 5", "links in top 10",
+               "notes with one in top 5", "in top 10", "ms per note"], rows)])
 
 
 def build() -> str:

@@ -94,7 +94,7 @@ def test_first_run_rows_name_their_host_and_how_they_were_measured(tables, monke
     def load(name: str):
         return data if name == "first_run.json" else None
 
-    monkeypatch.setattr(readme_tables, "_load", load)
+    monkeypatch.setattr(readme_tables, "read_result", load)
     page = readme_tables.first_run_section()
     rows = [line for line in page.splitlines() if line.startswith("| ")]
     assert rows[0].endswith("| host |")
@@ -104,6 +104,6 @@ def test_first_run_rows_name_their_host_and_how_they_were_measured(tables, monke
     assert "multilingual-e5-small" in rows[3]
     data["vaults"] = [big, e2e]  # one host: no column, the host named once
     assert "| host |" not in readme_tables.first_run_section()
-    monkeypatch.setattr(headline, "_load", load)
+    monkeypatch.setattr(headline, "read_result", load)
     first = headline._first_run()  # the default model's projection, not e5's measured row
     assert "~10 min (int8, projected)" in first[1] and first[2] == ""
