@@ -24,7 +24,8 @@ from pathlib import Path
 import anyio
 import pytest
 from conftest import REPO, index_copy
-from reliability_kit import cli_env, one_line_error, run_cli
+from conversation_kit import FOLLOW, STARTER, ask, offline
+from reliability_kit import one_line_error, run_cli
 from test_serve import Daemon
 from test_serve_stream import Events
 
@@ -34,19 +35,6 @@ from brainbot.errors import StoreError
 from brainbot.store.conversations import Conversations
 from brainbot.store.sqlite.conversations import sidecar_path
 from brainbot.store.target import open_conversations
-
-STARTER = "How do I make the tare for my shoyu ramen?"
-FOLLOW = "how long does it keep?"
-
-
-def offline() -> dict:
-    return {k: v for k, v in cli_env().items() if not k.startswith("ANTHROPIC")}
-
-
-def ask(db, *args) -> dict:
-    r = run_cli("ask", *args, "--db", db, "--json", env=offline())
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
 
 
 @pytest.fixture

@@ -8,23 +8,11 @@ import json
 
 import pytest
 from conftest import EXAMPLES, index_copy
-from reliability_kit import cli_env, run_cli
+from conversation_kit import FOLLOW, STARTER, ask, offline
+from reliability_kit import run_cli
 
 from brainbot.index.copying import copy_index
 from brainbot.store.target import open_conversations
-
-STARTER = "How do I make the tare for my shoyu ramen?"
-FOLLOW = "how long does it keep?"
-
-
-def offline() -> dict:
-    return {k: v for k, v in cli_env().items() if not k.startswith("ANTHROPIC")}
-
-
-def ask(db, *args) -> dict:
-    r = run_cli("ask", *args, "--db", db, "--json", env=offline())
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
 
 
 @pytest.fixture(scope="module")
