@@ -31,7 +31,9 @@ equal sums to mirrored rank pairs) and how many documents the two precisions' ve
 share in their top 100.
 
 ``--role tuning`` marks a set a method may be chosen on (NFCorpus); ``--role test`` one that
-is only reported (SciFact, ArguAna). Writes benchmarks/results/precision_fusion_<set>.json.
+is only reported (SciFact, ArguAna). ``--cross`` also searches each index with its queries
+embedded at the other precision, which splits the difference between the documents'
+vectors and the query's. Writes benchmarks/results/precision_fusion_<set>.json.
 """
 
 from __future__ import annotations
@@ -62,11 +64,16 @@ BOOTSTRAP = 10_000
 SEED = 43  # the issue's number: any fixed seed makes the interval reproducible
 
 
-def _legs(db: str, queries: dict[str, str], qids: list[str]) -> dict:
+def _legs(db: str, queries: dict[str, str], qids: list[str],
+          query_precision: str | None = None) -> dict:
     """Per query: each leg's chunk ids and scores (best first), the searcher's hybrid
-    ranking of documents, and the chunk -> document map of every chunk seen."""
+    ranking of documents, and the chunk -> document map of every chunk seen; the queries
+    embedded at ``query_precision`` when given, else at the index's own."""
+    from brainbot.model.embed import Embedder
+
     out: dict = {"legs": {}, "hybrid": {}, "doc": {}}
-    with search.Searcher(db) as s:
+    embedder = Embedder(precision=query_precision) if query_precision else None
+    with search.Searcher(db, embedder=embedder) as s:
         for qid in qids:
             text = queries[qid]
             ids_a, sc_a = s.bm25(text, POOL)
@@ -208,7 +215,27 @@ def _ensure(beir: Path, db: str, precision: str) -> None:
                    cwd=REPO, capture_output=True)
 
 
-def run(beir: Path, dbs: dict[str, str], role: str, limit: int | None) -> dict:
+def crossed(beir: Path, dbs: dict[str, str], qids: list[str], queries: dict, qrels: dict,
+            per: dict) -> dict:
+    """Each index searched with the queries embedded at the other precision: which side
+    of the int8 − fp32 difference is the documents' vectors and which the query's."""
+    out = {}
+    for precision, db in dbs.items():
+        other = "int8" if precision == "fp32" else "fp32"
+        got = _legs(db, queries, qids, other)
+        scores = {m: [evaluate.ndcg_at(ranking, qrels[q], 10)
+                      for q, ranking in zip(qids, _rankings(got, m, qids))]
+                  for m in ("vector", "hybrid")}
+        out[f"documents {precision}, queries {other}"] = {
+            m: {"ndcg@10": round(float(np.mean(v)), 4),
+                "minus_fp32": _paired(per["fp32"][m], v)} for m, v in scores.items()}
+        print("cross", precision, {m: round(float(np.mean(v)), 4) for m, v in scores.items()},
+              flush=True)
+    return out
+
+
+def run(beir: Path, dbs: dict[str, str], role: str, limit: int | None,
+        cross: bool = False) -> dict:
     qrels = evaluate.load_qrels(beir, "test")
     queries = {str(q["_id"]): q["text"] for q in evaluate._read_jsonl(beir / "queries.jsonl")}
     qids = [q for q in qrels if q in queries][:limit]
@@ -240,6 +267,8 @@ def run(beir: Path, dbs: dict[str, str], role: str, limit: int | None) -> dict:
              for q in qids])), 4)
         out["per_query"] = {q: {p: {m: round(per[p][m][i], 4) for m in per[p]} for p in per}
                             for i, q in enumerate(qids)}
+        if cross:
+            out["cross"] = crossed(beir, dbs, qids, queries, qrels, per)
     return out
 
 
@@ -282,6 +311,11 @@ def docs_section(results: Path) -> str:
         ties_by = [f"{p} {d['mean']:+.4f} ({d['ci95'][0]} to {d['ci95'][1]}, {d['wins']} / "
                    f"{d['losses']}, sign p {d['sign_p']})"
                    for p, d in r.get("tie_break", {}).items()]
+        for name, c in r.get("cross", {}).items():
+            text += ["", f"The {name}: " + "; ".join(
+                f"{m} {v['ndcg@10']} ({v['minus_fp32']['mean']:+.4f} against fp32, "
+                f"{v['minus_fp32']['ci95'][0]} to {v['minus_fp32']['ci95'][1]})"
+                for m, v in c.items()) + "."]
         if ties_by:
             text += ["", "The tie-break itself (ties by the legs' scores − ties by chunk id, "
                      "nDCG@10, interval, wins / losses): " + "; ".join(ties_by) + "."]
@@ -296,9 +330,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--role", choices=("tuning", "test"), required=True)
     parser.add_argument("--limit", type=int)
     parser.add_argument("--name", help="results file suffix (default: the set's folder name)")
+    parser.add_argument("--cross", action="store_true",
+                        help="also search each index with the queries at the other precision")
     args = parser.parse_args(argv)
     dbs = dict(d.split("=", 1) for d in args.db)
-    out = run(args.beir, dbs, args.role, args.limit)
+    out = run(args.beir, dbs, args.role, args.limit, args.cross)
     summary = {k: v for k, v in out.items() if k != "per_query"}
     print(json.dumps(summary, indent=2))
     RESULTS.mkdir(exist_ok=True)

@@ -88,7 +88,9 @@ def _followup_row(name: str, corpus: str, role: str, r: dict) -> list:
     fu, fi, sh = r["follow_ups"], r["first"], r["shifts"]
     return [name, corpus, role, _rate(fu["alone"]), f"**{_rate(fu['within'])}**",
             _rate(fu["within"], "answered") if "answered" in fu["within"] else "—",
-            _rate(fi["alone"]), _rate(fi["inside_unrelated"]), _rate(sh["within"])]
+            _rate(fi["alone"]), _rate(fi["inside_unrelated"]) + (
+                f" (alone {_rate(fi['alone_paired'])})" if "alone_paired" in fi else ""),
+            _rate(sh["within"])]
 
 
 def followups_section() -> list[str]:
@@ -110,7 +112,8 @@ def followups_section() -> list[str]:
             "on the tuning sets; the **test** sets are on corpora nobody tuned on and were run "
             "once, at the end. Target: follow-ups found within ≥ 85 % on test sets.", "",
             table(["conversation set", "corpus", "role", "follow-ups alone", "within",
-                   "answered within", "first questions alone", "inside another conversation",
+                   "answered within", "first questions alone", "inside another conversation (the "
+                   "same questions alone)",
                    "new topics within"], rows)]
     return text + _test_comparison(f) + _followup_methods()
 

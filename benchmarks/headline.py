@@ -85,7 +85,8 @@ def _followups() -> list[str] | None:
     return ["Follow-up questions found within their conversation",
             f"test sets **{found(test)}** (asked alone {found(test, 'alone')}); first questions "
             f"inside another conversation {found(test, 'inside_unrelated', 'first')}"
-            if test else "—",
+            + (f" (alone {found(test, 'alone_paired', 'first')})"
+               if "alone_paired" in test["first"] else "") if test else "—",
             f"tuning sets {found(pooled['tuning'])}; target ≥ 85 % on test sets",
             _link("Follow-up questions")]
 

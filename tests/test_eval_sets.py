@@ -120,3 +120,31 @@ def test_eval_answers_with_sets_runs_the_manifest(tmp_path, capsys):
     assert out["sets"] == [] and out["skipped"][0]["corpus"] == "gone"
     assert main(["eval", "--answers"]) == 2
     assert "--answers needs --questions" in capsys.readouterr().err
+
+
+def test_the_eval_cache_holds_one_corpus_once_however_it_is_reached(tmp_path, monkeypatch):
+    """A corpus reached through a symlink and by its real path is one index of one root;
+    a cache file that holds another root (as a doubled one did) is brought back to one."""
+    import sqlite3
+
+    from brainbot.index.indexer import Indexer
+
+    monkeypatch.setenv("BRAINBOT_CACHE_DIR", str(tmp_path / "cache"))
+    real = tmp_path / "corpus"
+    real.mkdir()
+    (real / "a.md").write_text("# Tare\n\nThe shoyu tare keeps three months in the fridge.\n")
+    (real / "b.md").write_text("# Starter\n\nFeed the starter at a 1:1:1 ratio each morning.\n")
+    (tmp_path / "link").symlink_to(real, target_is_directory=True)
+    db = sets.index_of(tmp_path / "link", "docs")
+    assert sets.index_of(real, "docs") == db
+
+    def roots() -> set:
+        with sqlite3.connect(db) as con:
+            return {r[0] for r in con.execute("SELECT DISTINCT root FROM documents")}
+
+    assert roots() == {real.resolve().as_posix()}
+    with Indexer(db) as ix:  # the doubled state: the same notes under a second root
+        ix.index_paths([tmp_path / "link"])
+    assert len(roots()) == 2
+    sets.index_of(tmp_path / "link", "docs")
+    assert roots() == {real.resolve().as_posix()}

@@ -312,6 +312,7 @@ def test_eval_conversations_measures_follow_ups_alone_and_within(examples_db, tm
     assert result["follow_ups"]["alone"]["found"] < 1.0
     assert result["first"]["alone"]["n"] == 2 and result["first"]["inside_unrelated"]["n"] == 1
     assert result["first"]["inside_unrelated"]["found"] == 1.0
+    assert result["first"]["alone_paired"]["n"] == 1  # the car's first question, alone
     rows = {(r["id"], r["n"]): r for r in result["rows"]}
     assert rows["tare", 2]["within"]["cited"] == ["cooking/ramen.md"]
     assert rows["tare", 2]["within"]["answered"] and not rows["tare", 2]["alone"]["answered"]

@@ -121,8 +121,10 @@ def _note(expected: str) -> str:
 
 
 def conversation_rates(rows: list[dict]) -> dict:
-    """Rates by group: first questions (alone, inside an unrelated conversation),
-    follow-ups (alone, within) and new topics inside a conversation (alone, within)."""
+    """Rates by group: first questions (alone; inside an unrelated conversation; and alone
+    again over only those asked inside one, ``alone_paired``, the figure "loses nothing" is
+    judged against: the set's first conversation has none before it), follow-ups (alone,
+    within) and new topics inside a conversation (alone, within)."""
     def rates(group: list[dict], how: str) -> dict:
         scored = [r[how] for r in group if how in r]
         keys = [key for key in (scored[0] if scored else {}) if key not in (
@@ -131,6 +133,7 @@ def conversation_rates(rows: list[dict]) -> dict:
                                      for key in keys}} if scored else {"n": 0}
 
     firsts = [r for r in rows if r["kind"] == "first"]
+    paired = [r for r in firsts if "inside_unrelated" in r]
     follows = [r for r in rows if r["kind"] not in ("first", "shift")]
     shifts = [r for r in rows if r["kind"] == "shift"]
     by_kind = defaultdict(list)
@@ -139,7 +142,8 @@ def conversation_rates(rows: list[dict]) -> dict:
     modes = sorted({r[how]["mode"] for r in rows for how in ("alone", "within")})
     return {"mode": "+".join(modes),
             "first": {"alone": rates(firsts, "alone"),
-                      "inside_unrelated": rates(firsts, "inside_unrelated")},
+                      "alone_paired": rates(paired, "alone"),
+                      "inside_unrelated": rates(paired, "inside_unrelated")},
             "follow_ups": {"alone": rates(follows, "alone"), "within": rates(follows, "within")},
             "shifts": {"alone": rates(shifts, "alone"), "within": rates(shifts, "within")},
             "follow_ups_by_kind": {kind: {"alone": rates(g, "alone"),
