@@ -337,3 +337,32 @@ def test_an_intro_sentence_brings_the_block_it_introduces():
     (intro,) = [u for u in units if u.text.endswith("defaults:")]
     quoted = extractive._quoted(intro)
     assert quoted.text.startswith("Here are the defaults:") and "opt-level = 0" in quoted.text
+
+
+def test_a_paragraphs_last_sentence_brings_the_block_right_under_it():
+    """Docs introduce a command or a list without a colon ("uv is available in the core
+    Homebrew packages." above the command): the quote carries the block; a sentence that
+    only precedes a block past a heading, or a sentence mid-paragraph, does not."""
+    text = ("Install it with Homebrew. It is in the core packages.\n\n```console\n"
+            "$ brew install thing\n```\n\nThe tool is licensed under either of\n\n"
+            "- the Apache License, Version 2.0\n- the MIT License\n\n"
+            "Nothing more to say here.\n\n## Other ways\n\n```console\n$ pip install thing\n```")
+    units = {u.text: u for u in extractive.units_of(chunk(text))}
+    assert "brew install thing" in extractive._quoted(units["It is in the core packages."]).text
+    licence = extractive._quoted(units["The tool is licensed under either of"]).text
+    assert "Apache License" in licence and "MIT License" in licence
+    assert units["Install it with Homebrew."].then is None  # not the paragraph's last
+    assert units["Nothing more to say here."].then is None  # a heading stands between
+
+
+def test_a_table_whose_header_stayed_in_the_chunk_before_is_still_rows():
+    """A chunk that starts inside a table holds pipe lines with no header: each line is a
+    row, never sentences that cut a row between its description and its value."""
+    from brainbot.text.segments import segments
+
+    text = ("| `idle-timeout` | Time in milliseconds since last keypress before idle timers "
+            "trigger. | `250` |\n| `auto-save` | Saves files. Once a while. | `false` |")
+    got = [(s.kind, text[s.start:s.end]) for s in segments(text)]
+    assert got == [("row", line) for line in text.split("\n")]
+    prose = "A sentence. Another one with a | pipe inside.\n| but not a table"
+    assert {s.kind for s in segments(prose)} == {"sentence"}

@@ -44,13 +44,22 @@ def _items(text: str, block) -> list[tuple[int, int]]:
     return list(zip(starts, starts[1:] + [b], strict=True))
 
 
-def _rows(text: str, a: int, b: int) -> list[tuple[int, int, str]]:
+def _rows(text: str, a: int, b: int, header: int = 2) -> list[tuple[int, int, str]]:
     out, pos = [], a
     for i, line in enumerate(text[a:b].split("\n")):
         if line.strip():
-            out.append((pos, pos + len(line), "header" if i < 2 else "row"))
+            out.append((pos, pos + len(line), "header" if i < header else "row"))
         pos += len(line) + 1
     return out
+
+
+def _headless_table(text: str, a: int, b: int) -> bool:
+    """A paragraph of pipe-delimited lines: the rest of a table whose header row and
+    delimiter stayed in the chunk before (markdown reads it as prose, and its sentences
+    would cut a row between its description and its value: "| `idle-timeout` | Time in
+    milliseconds since last keypress before idle timers trigger. | `250` |")."""
+    lines = [line.strip() for line in text[a:b].split("\n") if line.strip()]
+    return bool(lines) and all(line.startswith("|") and line.endswith("|") for line in lines)
 
 
 # A line at least this long that does not end a clause is hard-wrapped prose (documents
@@ -88,7 +97,9 @@ def segments(text: str) -> list[Segment]:
     out: list[Segment] = []
     for block in parse(text).blocks:
         a, b = block.start_char, block.end_char
-        if block.kind in ("paragraph", "quote"):
+        if block.kind == "paragraph" and _headless_table(text, a, b):
+            spans = _rows(text, a, b, header=0)
+        elif block.kind in ("paragraph", "quote"):
             spans = [(s, e, "sentence") for s, e in _prose(text, a, b)]
         elif block.kind == "list":
             spans = [(s, e, "item") for s, e in _items(text, block)]
