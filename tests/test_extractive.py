@@ -353,6 +353,9 @@ def test_a_paragraphs_last_sentence_brings_the_block_right_under_it():
     assert "Apache License" in licence and "MIT License" in licence
     assert units["Install it with Homebrew."].then is None  # not the paragraph's last
     assert units["Nothing more to say here."].then is None  # a heading stands between
+    done = {u.text: u for u in extractive.units_of(chunk(
+        "Makes 400 ml. Keeps 3 months in the fridge.\n\n- 300 ml soy sauce\n- 60 ml mirin"))}
+    assert done["Keeps 3 months in the fridge."].then is None  # a finished sentence, a list
 
 
 def test_a_table_whose_header_stayed_in_the_chunk_before_is_still_rows():

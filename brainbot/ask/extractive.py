@@ -273,13 +273,13 @@ def _link_intros(text: str, units: list[Unit]) -> None:
     """A sentence or item ending in ":" introduces what follows it: after a sentence, the
     next list or code block (past at most one short caption line, such as the rust book's
     "Filename: Cargo.toml"); after a list item, the items nested under it. So does the last
-    sentence of a paragraph that a list or code block follows with nothing between ("uv is
-    available in the core Homebrew packages." above ``brew install uv``; "uv is licensed
-    under either of" above the two licences)."""
+    sentence of a paragraph right above a code block ("uv is available in the core Homebrew
+    packages." above ``brew install uv``), or above a list when the sentence is unfinished
+    ("uv is licensed under either of" above the two licences; "Keeps 3 months in the
+    fridge." above a recipe's ingredients says what it says without them)."""
     for i, u in enumerate(units):
         after = [x for x in units[i + 1:] if x.start >= u.end]
-        if u.kind == "sentence" and after and after[0].kind in ("item", "code") and \
-                not text[u.end:min(after[0].start, after[0].block[0])].strip():
+        if u.kind == "sentence" and after and _leads_into(text, u, after[0]):
             u.then = (u.end, after[0].block[1])
             continue
         if u.kind not in ("sentence", "item") or not u.text.rstrip().endswith(":"):
@@ -294,6 +294,14 @@ def _link_intros(text: str, units: list[Unit]) -> None:
                 break
             if k or "\n" in nxt.text or len(nxt.text) > 80:
                 break
+
+
+def _leads_into(text: str, u: Unit, nxt: Unit) -> bool:
+    """Does sentence ``u`` end its paragraph right above the block ``nxt`` opens, and lead
+    into it: any code block, a list only after an unfinished sentence."""
+    if nxt.kind not in ("item", "code") or text[u.end:min(nxt.start, nxt.block[0])].strip():
+        return False
+    return nxt.kind == "code" or u.text.rstrip()[-1:] not in ".!?)"
 
 
 def _deeper(indent: int):
