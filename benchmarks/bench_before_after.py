@@ -35,7 +35,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_coldstart import wait_for_idle  # noqa: E402 - after the path
+from bench_chunking import machine  # noqa: E402 - after the path
+from bench_coldstart import wait_for_idle  # noqa: E402
 
 TREES = ("before", "after")
 
@@ -135,7 +136,7 @@ def index_run(tree: Path, vault: Path, min_idle: float) -> dict:
 
 def header(args) -> dict:
     trees = {"before": args.before.resolve(), "after": args.after.resolve()}
-    return {"cpu": _cpu(), "rounds": args.rounds, "min_idle": args.min_idle,
+    return {"cpu": machine()["cpu"], "rounds": args.rounds, "min_idle": args.min_idle,
             "command": " ".join(["python", "benchmarks/bench_before_after.py", *sys.argv[1:]]),
             "trees": {t: tree_info(p) for t, p in trees.items()},
             "loads_start": loads()}, trees
@@ -182,12 +183,6 @@ def _vault_label(vault: Path) -> str:
         if path.is_relative_to(base):
             return prefix + str(path.relative_to(base))
     return path.name
-
-
-def _cpu() -> str:
-    names = [x.split(":", 1)[1].strip() for x in Path("/proc/cpuinfo").read_text().splitlines()
-             if x.startswith("model name")]
-    return names[0] if names else "unknown"
 
 
 def main() -> int:

@@ -215,7 +215,7 @@ def _ensure(beir: Path, db: str, precision: str) -> None:
                    cwd=REPO, capture_output=True)
 
 
-def crossed(beir: Path, dbs: dict[str, str], qids: list[str], queries: dict, qrels: dict,
+def crossed(dbs: dict[str, str], qids: list[str], queries: dict, qrels: dict,
             per: dict) -> dict:
     """Each index searched with the queries embedded at the other precision: which side
     of the int8 − fp32 difference is the documents' vectors and which the query's."""
@@ -268,7 +268,7 @@ def run(beir: Path, dbs: dict[str, str], role: str, limit: int | None,
         out["per_query"] = {q: {p: {m: round(per[p][m][i], 4) for m in per[p]} for p in per}
                             for i, q in enumerate(qids)}
         if cross:
-            out["cross"] = crossed(beir, dbs, qids, queries, qrels, per)
+            out["cross"] = crossed(dbs, qids, queries, qrels, per)
     return out
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,19 @@ def pytest_report_header(config):
         path = f"unknown ({exc})"
     return (f"cpu: {model} ({platform.machine()}, {os.cpu_count()} CPUs), "
             f"flags: {' '.join(simd) or 'none'}; kernel: {path}")
+
+
+def benchmark_modules(*names: str) -> tuple:
+    """Modules of benchmarks/ (not a package: its scripts import each other by name),
+    imported with that folder on sys.path only while they load."""
+    import importlib
+
+    folder = str(REPO / "benchmarks")
+    sys.path.insert(0, folder)
+    try:
+        return tuple(importlib.import_module(n) for n in names)
+    finally:
+        sys.path.remove(folder)
 
 
 def need_shared(path: Path) -> Path:

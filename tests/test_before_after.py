@@ -5,24 +5,15 @@ docs/benchmarks.md (benchmarks/before_after_tables.py), rendered from the commit
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import benchmark_modules
 
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import before_after_tables
-        import bench_before_after
-        import readme_tables
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    return bench_before_after, before_after_tables, readme_tables
+    return benchmark_modules("bench_before_after", "before_after_tables", "readme_tables")
 
 
 def test_the_trees_alternate_and_take_turns_going_first(bench):

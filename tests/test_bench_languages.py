@@ -7,23 +7,16 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from argparse import Namespace
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import benchmark_modules
 
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import bench_languages
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    return bench_languages
+    (module,) = benchmark_modules("bench_languages")
+    return module
 
 
 def test_ndcg_credits_each_expected_location_once(bench):

@@ -6,23 +6,17 @@ linking to full tables that exist."""
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import benchmark_modules
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def tables():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import headline
-        import readme_tables
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    return readme_tables, headline
+    return benchmark_modules("readme_tables", "headline")
 
 
 def first_difference(have: str, want: str) -> str:

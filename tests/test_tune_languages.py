@@ -5,23 +5,17 @@ them, and each model's share of English's hybrid hit@5 beside the no-flag model'
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import benchmark_modules
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def modules():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import language_tables
-        import tune_languages
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    return tune_languages, language_tables
+    return benchmark_modules("tune_languages", "language_tables")
 
 
 def test_star_languages_are_those_the_record_does_not_name(modules):
